@@ -1,0 +1,1 @@
+//! NPB CG and IS on mttl and on plain MPI, and mttl's micro-benchmarks.

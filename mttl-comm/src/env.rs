@@ -1,0 +1,215 @@
+//! The launch environment: how a process learns which job it belongs to.
+//!
+//! A launcher hands each process its place in the job through environment
+//! variables. `mttlrun` (and self-launch) set the `MTTL_*` ones below; under
+//! `mpirun` or `srun` the MPI library learns its own and only the choice of
+//! backend is read here.
+//!
+//! | variable        | meaning                                                        |
+//! |-----------------|----------------------------------------------------------------|
+//! | `MTTL_BACKEND`  | `tcp` or `mpi`                                                 |
+//! | `MTTL_RANK`     | this process's rank (TCP)                                      |
+//! | `MTTL_SIZE`     | the number of ranks (TCP)                                      |
+//! | `MTTL_ROOT`     | `host:port` where rank 0 listens for the rendezvous (TCP)      |
+//! | `MTTL_SECRET`   | the per-job secret, 64 hex digits (TCP)                        |
+//! | `MTTL_BIND`     | `loopback` (default) or `any` when the job spans hosts (TCP)   |
+//!
+//! Tuning knobs, read by the backends: `MTTL_SPIN_US` (how long a blocked
+//! receive spins before it parks, default 50), `MTTL_MAX_MESSAGE` (largest
+//! message in bytes, default 1 GiB), `MTTL_CONNECT_TIMEOUT` (seconds allowed
+//! for the bootstrap, default 30).
+
+use std::time::Duration;
+
+use crate::comm::Rank;
+use crate::error::{CommError, ErrorKind, Op};
+
+/// Variable naming the backend.
+pub const BACKEND: &str = "MTTL_BACKEND";
+/// Variable holding the rank.
+pub const RANK: &str = "MTTL_RANK";
+/// Variable holding the job size.
+pub const SIZE: &str = "MTTL_SIZE";
+/// Variable holding rank 0's rendezvous address.
+pub const ROOT: &str = "MTTL_ROOT";
+/// Variable holding the per-job secret.
+pub const SECRET: &str = "MTTL_SECRET";
+/// Variable saying which interfaces to bind.
+pub const BIND: &str = "MTTL_BIND";
+/// Variable holding the spin time before parking, in microseconds.
+pub const SPIN_US: &str = "MTTL_SPIN_US";
+/// Variable holding the largest message, in bytes.
+pub const MAX_MESSAGE: &str = "MTTL_MAX_MESSAGE";
+/// Variable holding the bootstrap timeout, in seconds.
+pub const CONNECT_TIMEOUT: &str = "MTTL_CONNECT_TIMEOUT";
+
+/// Variables that MPI launchers set in every process they start.
+const MPI_LAUNCHER_VARS: &[&str] = &[
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "PMIX_RANK",
+    "MPI_LOCALNRANKS",
+    "SLURM_STEP_NUM_TASKS",
+];
+
+/// The length of the per-job secret in bytes.
+pub const SECRET_LEN: usize = 32;
+
+/// Which backend a process should start, and with what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launch {
+    /// Started bare: a job of one rank.
+    Single,
+    /// Started by `mttlrun` (or self-launch) for the TCP backend.
+    Tcp(TcpLaunch),
+    /// Started by `mpirun`/`srun`, or by `mttlrun --backend mpi`.
+    Mpi,
+}
+
+/// What the TCP backend needs to join its job.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TcpLaunch {
+    /// This process's rank.
+    pub rank: Rank,
+    /// The number of ranks.
+    pub size: usize,
+    /// Where rank 0 listens for the rendezvous.
+    pub root: String,
+    /// The per-job secret.
+    pub secret: [u8; SECRET_LEN],
+    /// Bind every interface (the job spans hosts) instead of loopback only.
+    pub bind_any: bool,
+}
+
+impl std::fmt::Debug for TcpLaunch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpLaunch")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("root", &self.root)
+            .field("secret", &"<hidden>")
+            .field("bind_any", &self.bind_any)
+            .finish()
+    }
+}
+
+fn env_err(msg: String) -> CommError {
+    CommError::new(None, Op::Init, ErrorKind::Environment(msg))
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn required(name: &str) -> Result<String, CommError> {
+    var(name).ok_or_else(|| env_err(format!("{name} is not set (start the program with mttlrun)")))
+}
+
+fn parse_num<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, CommError> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| env_err(format!("{name}={value:?} is not a valid number")))
+}
+
+/// The name of an MPI launcher variable present in the environment, if any.
+pub fn mpi_launcher_var() -> Option<(&'static str, String)> {
+    MPI_LAUNCHER_VARS
+        .iter()
+        .find_map(|name| var(name).map(|v| (*name, v)))
+}
+
+impl Launch {
+    /// Reads the launch environment of this process.
+    pub fn from_env() -> Result<Launch, CommError> {
+        match var(BACKEND).as_deref() {
+            Some("tcp") => return TcpLaunch::from_env().map(Launch::Tcp),
+            Some("mpi") => return Ok(Launch::Mpi),
+            Some(other) => {
+                return Err(env_err(format!(
+                    "{BACKEND}={other:?}: expected \"tcp\" or \"mpi\""
+                )))
+            }
+            None => {}
+        }
+        if var(RANK).is_some() {
+            return TcpLaunch::from_env().map(Launch::Tcp);
+        }
+        if mpi_launcher_var().is_some() {
+            return Ok(Launch::Mpi);
+        }
+        Ok(Launch::Single)
+    }
+}
+
+impl TcpLaunch {
+    /// Reads `MTTL_RANK`, `MTTL_SIZE`, `MTTL_ROOT`, `MTTL_SECRET`, `MTTL_BIND`.
+    pub fn from_env() -> Result<TcpLaunch, CommError> {
+        let rank: Rank = parse_num(RANK, &required(RANK)?)?;
+        let size: usize = parse_num(SIZE, &required(SIZE)?)?;
+        if size == 0 || rank >= size {
+            return Err(env_err(format!(
+                "{RANK}={rank} is not below {SIZE}={size}"
+            )));
+        }
+        let root = if size > 1 { required(ROOT)? } else { var(ROOT).unwrap_or_default() };
+        let secret = match var(SECRET) {
+            Some(hexed) => decode_secret(&hexed)?,
+            None if size == 1 => [0; SECRET_LEN],
+            None => return Err(env_err(format!("{SECRET} is not set (start the program with mttlrun)"))),
+        };
+        let bind_any = match var(BIND).as_deref() {
+            None | Some("loopback") => false,
+            Some("any") => true,
+            Some(other) => {
+                return Err(env_err(format!(
+                    "{BIND}={other:?}: expected \"loopback\" or \"any\""
+                )))
+            }
+        };
+        Ok(TcpLaunch { rank, size, root, secret, bind_any })
+    }
+}
+
+/// Decodes a secret given as 64 hex digits.
+pub fn decode_secret(hexed: &str) -> Result<[u8; SECRET_LEN], CommError> {
+    let bytes = hex::decode(hexed.trim())
+        .map_err(|e| env_err(format!("{SECRET} is not hex: {e}")))?;
+    bytes.try_into().map_err(|b: Vec<u8>| {
+        env_err(format!(
+            "{SECRET} has {} bytes, expected {SECRET_LEN}",
+            b.len()
+        ))
+    })
+}
+
+/// A fresh random per-job secret.
+pub fn new_secret() -> std::io::Result<[u8; SECRET_LEN]> {
+    let mut secret = [0u8; SECRET_LEN];
+    getrandom::getrandom(&mut secret).map_err(std::io::Error::other)?;
+    Ok(secret)
+}
+
+/// `MTTL_SPIN_US`: how long a blocked receive spins before parking.
+pub fn spin_time() -> Result<Duration, CommError> {
+    match var(SPIN_US) {
+        Some(v) => Ok(Duration::from_micros(parse_num(SPIN_US, &v)?)),
+        None => Ok(Duration::from_micros(50)),
+    }
+}
+
+/// `MTTL_MAX_MESSAGE`: the largest message in bytes.
+pub fn max_message() -> Result<usize, CommError> {
+    match var(MAX_MESSAGE) {
+        Some(v) => parse_num(MAX_MESSAGE, &v),
+        None => Ok(1 << 30),
+    }
+}
+
+/// `MTTL_CONNECT_TIMEOUT`: how long the bootstrap may take.
+pub fn connect_timeout() -> Result<Duration, CommError> {
+    match var(CONNECT_TIMEOUT) {
+        Some(v) => Ok(Duration::from_secs_f64(parse_num(CONNECT_TIMEOUT, &v)?)),
+        None => Ok(Duration::from_secs(30)),
+    }
+}

@@ -1,0 +1,1 @@
+//! The launcher library behind `mttlrun` and self-launch.

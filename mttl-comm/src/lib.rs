@@ -1,0 +1,24 @@
+//! mttl's communication layer.
+//!
+//! It moves tagged byte buffers between the ranks of a job and knows nothing
+//! of threads, invoke or global memory. The map:
+//!
+//! - [`Comm`]: the eight primitives every backend implements (the contract is
+//!   written there, once).
+//! - [`backend`]: the implementations: `tcp` (always built, the default) and
+//!   `mpi` (cargo feature `mpi`, on rsmpi), and [`AnyComm`], the backend chosen
+//!   at start-up from the launch environment.
+//! - [`env`]: the launch environment, the contract between a launcher
+//!   (`mttlrun`, `mpirun`, `srun`, or none) and the backends.
+//! - [`launch`]: the launcher library behind `mttlrun` and self-launch.
+
+mod comm;
+mod error;
+
+pub mod backend;
+pub mod env;
+pub mod launch;
+
+pub use backend::AnyComm;
+pub use comm::{Comm, Envelope, Message, Rank, SendHandle, Tag};
+pub use error::{CommError, ErrorKind, Op};

@@ -1,0 +1,1 @@
+//! mttl's runtime.

@@ -1,0 +1,1 @@
+//! `#[mttl::main]` and `#[mttl::remote]`.
