@@ -1,3 +1,2 @@
 //! mttl: MPC++ MTTL-style SPMD programming in Rust.
 pub use mttl_comm as comm;
-pub use mttl_core::*;
