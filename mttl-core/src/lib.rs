@@ -1,1 +1,3 @@
 //! mttl's runtime.
+
+pub mod thread;

@@ -1,0 +1,147 @@
+//! Panics inside mttl threads: capture and report.
+//!
+//! Owns [`ThreadPanic`] and the process-wide panic hook wrapper.
+//!
+//! How a panic is captured:
+//! 1. The first scheduler in the process installs a hook that wraps the hook
+//!    in place at that time (the default one, or the test harness's).
+//! 2. When a panic starts on an OS thread that is running an mttl thread, the
+//!    hook copies the panic's source location into a thread-local
+//!    `LAST_SITE`, tagged with the mttl thread's id, then calls the wrapped
+//!    hook (so the usual message and `RUST_BACKTRACE` output still appear).
+//! 3. The panic unwinds to the `catch_unwind` at the root of the thread's
+//!    coroutine. The root turns the payload into a message, takes the
+//!    location from `LAST_SITE` if it carries the same id (a payload raised
+//!    by `resume_unwind` passes no hook and has no location), and queues a
+//!    [`ThreadPanic`] on the scheduler for [`take_panics`](super::take_panics).
+//! 4. The coroutine then returns normally, so its stack goes back to the pool
+//!    like any finished thread's.
+//!
+//! Forced unwinds (see [`unwind_all`](super::unwind_all)) are also caught at
+//! the root but are not reported: they are not panics of the program.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe, PanicHookInfo};
+use std::sync::Once;
+
+use super::ThreadId;
+
+/// A panic that ended an mttl thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadPanic {
+    /// The thread that panicked.
+    pub thread: ThreadId,
+    /// The name it was spawned with.
+    pub name: &'static str,
+    /// The panic message (`"Box<dyn Any>"` for a payload that is not a string).
+    pub message: String,
+    /// Where the panic was raised, when the panic hook saw it.
+    pub location: Option<PanicLocation>,
+}
+
+/// A source location of a panic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanicLocation {
+    /// Source file, as the compiler named it.
+    pub file: String,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+}
+
+impl fmt::Display for PanicLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+impl fmt::Display for ThreadPanic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "thread '{}' panicked", self.name)?;
+        if let Some(location) = &self.location {
+            write!(f, " at {location}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+thread_local! {
+    /// Location of the latest panic seen by the hook in an mttl thread on
+    /// this OS thread, with that thread's id.
+    static LAST_SITE: RefCell<Option<(ThreadId, PanicLocation)>> = const { RefCell::new(None) };
+}
+
+/// Installs the hook wrapper once per process (see the module docs, step 1).
+pub(super) fn install_hook() {
+    static INSTALL: Once = Once::new();
+    if std::thread::panicking() {
+        // The hook cannot be changed while panicking; a later spawn will do it.
+        return;
+    }
+    INSTALL.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            note_site(info);
+            previous(info);
+        }));
+    });
+}
+
+/// Step 2: remembers where the current mttl thread panicked.
+fn note_site(info: &PanicHookInfo<'_>) {
+    let (Some(id), Some(location)) = (super::current(), info.location()) else {
+        return;
+    };
+    let site = PanicLocation {
+        file: location.file().to_owned(),
+        line: location.line(),
+        column: location.column(),
+    };
+    // `try_with`/`try_borrow_mut`: a panic during TLS teardown or inside this
+    // very cell's use must not turn into a second panic.
+    let _ = LAST_SITE.try_with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            *slot = Some((id, site));
+        }
+    });
+}
+
+/// Step 3: builds the report for a payload caught at a thread's root.
+pub(super) fn report(
+    thread: ThreadId,
+    name: &'static str,
+    payload: Box<dyn Any + Send>,
+) -> ThreadPanic {
+    let message = if let Some(text) = payload.downcast_ref::<&'static str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "Box<dyn Any>".to_owned()
+    };
+    // A payload whose destructor panics must not escape the coroutine root.
+    if let Err(nested) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(nested);
+    }
+    let location = LAST_SITE
+        .try_with(|cell| cell.try_borrow_mut().ok().and_then(|mut slot| slot.take()))
+        .ok()
+        .flatten()
+        .and_then(|(id, site)| (id == thread).then_some(site));
+    ThreadPanic {
+        thread,
+        name,
+        message,
+        location,
+    }
+}
+
+/// Drops a payload caught during a forced unwind.
+pub(super) fn discard(payload: Box<dyn Any + Send>) {
+    if let Err(nested) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(nested);
+    }
+}
