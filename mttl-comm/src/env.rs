@@ -14,6 +14,16 @@
 //! | `MTTL_SECRET`   | the per-job secret, 64 hex digits (TCP)                        |
 //! | `MTTL_BIND`     | `loopback` (default) or `any` when the job spans hosts (TCP)   |
 //!
+//! Read by the launcher ([`crate::launch`]), never by the backends:
+//!
+//! | variable          | meaning                                                            |
+//! |-------------------|--------------------------------------------------------------------|
+//! | `MTTL_NP`         | self-launch: start this program again as a job of that many ranks   |
+//! | `MTTL_TAG_OUTPUT` | self-launch: `1` prefixes each output line with its rank            |
+//! | `MTTL_MPIRUN`     | the `mpirun` command for `--backend mpi` (default `mpirun`)         |
+//! | `MTTL_RSH`        | the remote shell for hosts other than this one (default `ssh`)      |
+//! | `MTTL_ROOT_PORT`  | the rendezvous port to use when the job spans hosts                 |
+//!
 //! Tuning knobs, read by the backends: `MTTL_SPIN_US` (how long a blocked
 //! receive spins before it parks, default 50), `MTTL_MAX_MESSAGE` (largest
 //! message in bytes, default 1 GiB), `MTTL_CONNECT_TIMEOUT` (seconds allowed
@@ -42,6 +52,17 @@ pub const SPIN_US: &str = "MTTL_SPIN_US";
 pub const MAX_MESSAGE: &str = "MTTL_MAX_MESSAGE";
 /// Variable holding the bootstrap timeout, in seconds.
 pub const CONNECT_TIMEOUT: &str = "MTTL_CONNECT_TIMEOUT";
+
+/// Variable asking a program to launch itself as a job of that many ranks.
+pub const NP: &str = "MTTL_NP";
+/// Variable asking self-launch to tag output lines with their rank (`1`).
+pub const TAG_OUTPUT: &str = "MTTL_TAG_OUTPUT";
+/// Variable naming the `mpirun` command for the MPI backend.
+pub const MPIRUN: &str = "MTTL_MPIRUN";
+/// Variable naming the remote shell used to start ranks on other hosts.
+pub const RSH: &str = "MTTL_RSH";
+/// Variable fixing the rendezvous port of a job that spans hosts.
+pub const ROOT_PORT: &str = "MTTL_ROOT_PORT";
 
 /// Variables that MPI launchers set in every process they start.
 const MPI_LAUNCHER_VARS: &[&str] = &[

@@ -1,0 +1,446 @@
+//! TCP jobs: one process per rank, started here or through `ssh`.
+//!
+//! This file builds each rank's command and environment (the variables of
+//! [`crate::env`]), the rendezvous address, and the remote wrapper script;
+//! [`super::job`] starts and watches the processes. The remote protocol is
+//! described in the [module docs](super).
+
+use std::ffi::{OsStr, OsString};
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+
+use super::error::LaunchError;
+use super::hosts::{self, HostSlot};
+use super::job::{Input, Job, Who};
+use super::{rank0_input, resolve_program, JobOutcome, JobSpec};
+use crate::env;
+
+/// The script a remote rank runs under `sh -c SCRIPT CWD env VARS PROGRAM ARGS`
+/// (`$0` is the working directory, `"$@"` the command), one statement per
+/// entry, joined into one line by [`remote_script`]. Steps 1 to 5 of the remote protocol
+/// in the module docs.
+const REMOTE_SCRIPT: &[&str] = &[
+    r#"IFS= read -r MTTL_SECRET || exit 125"#,
+    r#"export MTTL_SECRET"#,
+    r#"cd -- "$0" || exit 126"#,
+    r#"exec 3<&0"#,
+    r#""$@" 0</dev/null 3<&- &"#,
+    r#"rank=$!"#,
+    r#"( while read -r _; do :; done; kill -TERM "$rank" 2>/dev/null; sleep 2; kill -KILL "$rank" 2>/dev/null ) 0<&3 1>/dev/null 2>&1 &"#,
+    r#"watcher=$!"#,
+    r#"exec 3<&-"#,
+    r#"trap 'kill -TERM "$rank" 2>/dev/null' HUP INT TERM"#,
+    r#"while :; do wait "$rank"; status=$?; kill -0 "$rank" 2>/dev/null || break; done"#,
+    r#"kill "$watcher" 2>/dev/null"#,
+    r#"exit "$status""#,
+];
+
+/// Launcher variables never passed to a rank.
+const LAUNCHER_ONLY: &[&str] = &[
+    env::NP,
+    env::TAG_OUTPUT,
+    env::MPIRUN,
+    env::RSH,
+    env::ROOT_PORT,
+];
+
+/// Runs a TCP job (see [`super::run`]).
+pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
+    let this_host = hosts::this_host_name();
+    let placement = hosts::place(&spec.hosts, spec.np, &this_host);
+    let program = if placement.iter().any(Option::is_none) {
+        resolve_program(&spec.program)?
+    } else {
+        spec.program.clone()
+    };
+    let secret = hex::encode(env::new_secret().map_err(|source| LaunchError::System {
+        what: "make a secret for the job",
+        source,
+    })?);
+    let (root, bind) = rendezvous(&placement, &spec.hosts, &this_host)?;
+    let cwd = std::env::current_dir().map_err(|source| LaunchError::System {
+        what: "find the current directory",
+        source,
+    })?;
+    let rsh = remote_shell();
+
+    let mut job = Job::new(spec.grace)?;
+    for (rank, host) in placement.iter().enumerate() {
+        let mut vars: Vec<(OsString, OsString)> = vec![
+            (env::BACKEND.into(), "tcp".into()),
+            (env::RANK.into(), rank.to_string().into()),
+            (env::SIZE.into(), spec.np.to_string().into()),
+            (env::ROOT.into(), root.clone().into()),
+            (env::BIND.into(), bind.into()),
+        ];
+        vars.extend(spec.extra_env.iter().map(|(k, v)| (k.into(), v.into())));
+        let who = Who::Rank {
+            rank,
+            host: host.clone(),
+        };
+        let (command, input) = match host {
+            None => {
+                let mut command = Command::new(&program);
+                command.arg0(&spec.program).args(&spec.args);
+                for name in LAUNCHER_ONLY {
+                    command.env_remove(name);
+                }
+                command.envs(vars).env(env::SECRET, &secret);
+                (
+                    command,
+                    if rank == 0 {
+                        rank0_input()
+                    } else {
+                        Input::Null
+                    },
+                )
+            }
+            Some(host) => {
+                let mut forwarded = forwarded_vars(std::env::vars_os());
+                forwarded.extend(vars);
+                let remote = remote_command(&cwd, &forwarded, spec.program.as_os_str(), &spec.args);
+                let mut command = Command::new(&rsh[0]);
+                command
+                    .args(&rsh[1..])
+                    .args(["-o", "BatchMode=yes"])
+                    .arg(host)
+                    .arg(remote);
+                (command, Input::Lifeline(format!("{secret}\n").into_bytes()))
+            }
+        };
+        if let Err(e) = job.start(who, command, input, spec.tag_output) {
+            job.abort();
+            return Err(e);
+        }
+    }
+    job.supervise()
+}
+
+/// `MTTL_ROOT` and `MTTL_BIND` for a job placed as `placement`.
+fn rendezvous(
+    placement: &[Option<String>],
+    hosts: &[HostSlot],
+    this_host: &str,
+) -> Result<(String, &'static str), LaunchError> {
+    let free_port = |ip: Ipv4Addr| {
+        TcpListener::bind((ip, 0))
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .map_err(|source| LaunchError::System {
+                what: "find a free port for the rendezvous",
+                source,
+            })
+    };
+    let spans_hosts = placement.iter().any(Option::is_some);
+    let first = match (spans_hosts, placement.first(), hosts.first()) {
+        (true, Some(Some(remote)), _) => remote.clone(),
+        (true, Some(None), Some(first)) if !hosts::is_local(&first.name, "") => first.name.clone(),
+        (true, _, _) if !this_host.is_empty() => this_host.to_owned(),
+        (true, _, _) => {
+            return Err(LaunchError::System {
+                what: "find this machine's host name, which the remote ranks need to reach rank 0",
+                source: std::io::Error::other("gethostname failed"),
+            })
+        }
+        (false, _, _) => {
+            return Ok((
+                format!("127.0.0.1:{}", free_port(Ipv4Addr::LOCALHOST)?),
+                "loopback",
+            ))
+        }
+    };
+    let port = match std::env::var(env::ROOT_PORT).ok().filter(|v| !v.is_empty()) {
+        Some(value) => match value.trim().parse::<u16>() {
+            Ok(port) if port > 0 => port,
+            _ => {
+                return Err(LaunchError::BadEnv {
+                    var: env::ROOT_PORT,
+                    value,
+                    expected: "a port number from 1 to 65535",
+                })
+            }
+        },
+        None if placement.first().is_some_and(Option::is_none) => free_port(Ipv4Addr::UNSPECIFIED)?,
+        None => {
+            let mut bytes = [0u8; 2];
+            getrandom::getrandom(&mut bytes).map_err(|e| LaunchError::System {
+                what: "pick a random port for the rendezvous",
+                source: std::io::Error::other(e),
+            })?;
+            20000 + u16::from_le_bytes(bytes) % 10000
+        }
+    };
+    let root = if first.contains(':') {
+        format!("[{first}]:{port}")
+    } else {
+        format!("{first}:{port}")
+    };
+    Ok((root, "any"))
+}
+
+/// The remote shell command, as words: `MTTL_RSH` split on whitespace, or `ssh`.
+fn remote_shell() -> Vec<OsString> {
+    let words: Vec<OsString> = std::env::var_os(env::RSH)
+        .map(|v| {
+            v.as_bytes()
+                .split(u8::is_ascii_whitespace)
+                .filter(|w| !w.is_empty())
+                .map(|w| OsStr::from_bytes(w).to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    if words.is_empty() {
+        vec![OsString::from("ssh")]
+    } else {
+        words
+    }
+}
+
+/// The launcher's variables a remote rank gets too: `MTTL_*` tuning knobs
+/// (not the per-job or launcher-only ones), `RUST_LOG`, `RUST_BACKTRACE`.
+fn forwarded_vars(vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    let per_job = [
+        env::BACKEND,
+        env::RANK,
+        env::SIZE,
+        env::ROOT,
+        env::SECRET,
+        env::BIND,
+    ];
+    vars.filter(|(name, _)| {
+        let Some(name) = name.to_str() else {
+            return false;
+        };
+        let wanted = name.starts_with("MTTL_") || name == "RUST_LOG" || name == "RUST_BACKTRACE";
+        wanted && !per_job.contains(&name) && !LAUNCHER_ONLY.contains(&name)
+    })
+    .collect()
+}
+
+/// [`REMOTE_SCRIPT`] as one line: statements are separated by `; `, except
+/// after a background `&`, which already ends one.
+fn remote_script() -> String {
+    let mut script = String::new();
+    for statement in REMOTE_SCRIPT {
+        if !script.is_empty() {
+            script.push_str(if script.ends_with('&') { " " } else { "; " });
+        }
+        script.push_str(statement);
+    }
+    script
+}
+
+/// The command line a remote shell runs for one rank.
+fn remote_command(
+    cwd: &Path,
+    vars: &[(OsString, OsString)],
+    program: &OsStr,
+    args: &[OsString],
+) -> OsString {
+    let mut line = b"exec sh -c ".to_vec();
+    push_quoted(&mut line, remote_script().as_bytes());
+    line.push(b' ');
+    push_quoted(&mut line, cwd.as_os_str().as_bytes());
+    line.extend_from_slice(b" env");
+    for (name, value) in vars {
+        let mut assignment = name.as_bytes().to_vec();
+        assignment.push(b'=');
+        assignment.extend_from_slice(value.as_bytes());
+        line.push(b' ');
+        push_quoted(&mut line, &assignment);
+    }
+    for word in std::iter::once(program).chain(args.iter().map(OsString::as_os_str)) {
+        line.push(b' ');
+        push_quoted(&mut line, word.as_bytes());
+    }
+    OsString::from_vec(line)
+}
+
+/// Appends `word` in POSIX single quotes (a `'` becomes `'\''`).
+fn push_quoted(line: &mut Vec<u8>, word: &[u8]) {
+    line.push(b'\'');
+    for &byte in word {
+        if byte == b'\'' {
+            line.extend_from_slice(b"'\\''");
+        } else {
+            line.push(byte);
+        }
+    }
+    line.push(b'\'');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+
+    fn sh_words(line: &[u8]) -> Vec<u8> {
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg(OsStr::from_bytes(line))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("sh runs");
+        output.stdout
+    }
+
+    #[test]
+    fn quoting_survives_the_shell() {
+        let tricky: [&[u8]; 6] = [
+            b"plain",
+            b"two words",
+            b"it's",
+            b"'",
+            b"$HOME `x` \"q\" \\ ; | & *",
+            b"\xff\xfe bytes",
+        ];
+        let mut line = b"printf '%s\\n'".to_vec();
+        for word in tricky {
+            line.push(b' ');
+            push_quoted(&mut line, word);
+        }
+        let mut expected = Vec::new();
+        for word in tricky {
+            expected.extend_from_slice(word);
+            expected.push(b'\n');
+        }
+        assert_eq!(sh_words(&line), expected);
+    }
+
+    /// Runs a remote command line as a remote login shell would (`sh -c`,
+    /// one string, as ssh passes it), writes `input` to its stdin and keeps
+    /// stdin open until it exits unless `close_stdin`.
+    fn run_remote(line: &OsStr, input: &[u8], close_stdin: bool) -> (Option<i32>, String) {
+        use std::io::{Read, Write};
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(line)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sh runs");
+        let mut stdin = child.stdin.take();
+        if let Some(pipe) = stdin.as_mut() {
+            pipe.write_all(input).expect("write to the wrapper");
+        }
+        if close_stdin {
+            stdin = None;
+        }
+        let mut text = String::new();
+        if let Some(mut out) = child.stdout.take() {
+            out.read_to_string(&mut text).expect("read the output");
+        }
+        let status = child.wait().expect("sh finishes");
+        drop(stdin);
+        (status.code(), text)
+    }
+
+    #[test]
+    fn remote_command_runs_in_cwd_with_env_and_secret_from_stdin() {
+        let cwd = std::env::temp_dir();
+        let vars = vec![
+            (OsString::from("MTTL_RANK"), OsString::from("3")),
+            (OsString::from("X"), OsString::from("a 'b'")),
+        ];
+        let args = [
+            OsString::from("-c"),
+            OsString::from(
+                r#"printf '%s|%s|%s|%s|%s\n' "$PWD" "$MTTL_RANK" "$X" "$MTTL_SECRET" "$1""#,
+            ),
+            OsString::from("sh"),
+            OsString::from("it's"),
+        ];
+        let line = remote_command(&cwd, &vars, OsStr::new("sh"), &args);
+        let (code, text) = run_remote(&line, b"c0ffee\n", false);
+        assert_eq!(code, Some(0));
+        assert_eq!(text, format!("{}|3|a 'b'|c0ffee|it's\n", cwd.display()));
+        assert!(!String::from_utf8_lossy(line.as_bytes()).contains("c0ffee"));
+    }
+
+    #[test]
+    fn remote_exit_status_is_passed_back() {
+        let exit7 = [OsString::from("-c"), OsString::from("exit 7")];
+        let line = remote_command(Path::new("/"), &[], OsStr::new("sh"), &exit7);
+        assert_eq!(run_remote(&line, b"00\n", false).0, Some(7));
+        // No secret line: the wrapper gives up before starting the rank.
+        assert_eq!(run_remote(&line, b"", true).0, Some(125));
+        let line = remote_command(Path::new("/no/such/dir"), &[], OsStr::new("sh"), &exit7);
+        assert_eq!(run_remote(&line, b"00\n", false).0, Some(126));
+    }
+
+    #[test]
+    fn closing_the_lifeline_stops_the_remote_rank() {
+        let sleeper = [
+            OsString::from("-c"),
+            OsString::from("echo started; exec sleep 30"),
+        ];
+        let line = remote_command(Path::new("/"), &[], OsStr::new("sh"), &sleeper);
+        let start = std::time::Instant::now();
+        let (code, text) = run_remote(&line, b"00\n", true);
+        assert_eq!(code, Some(128 + libc::SIGTERM));
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        // The rank may or may not have printed before it was stopped.
+        assert!(text.is_empty() || text == "started\n", "{text:?}");
+    }
+
+    #[test]
+    fn forwarded_vars_keep_knobs_and_drop_job_and_launcher_vars() {
+        let vars = [
+            ("MTTL_SPIN_US", "10"),
+            ("MTTL_RANK", "1"),
+            ("MTTL_SECRET", "ab"),
+            ("MTTL_NP", "4"),
+            ("MTTL_RSH", "ssh"),
+            ("RUST_LOG", "debug"),
+            ("HOME", "/root"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let kept: Vec<_> = forwarded_vars(vars.into_iter())
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(kept, ["MTTL_SPIN_US", "RUST_LOG"]);
+    }
+
+    #[test]
+    fn rendezvous_is_loopback_for_local_jobs() {
+        let (root, bind) = rendezvous(&[None, None], &[], "vm").expect("local");
+        assert_eq!(bind, "loopback");
+        let port: u16 = root
+            .strip_prefix("127.0.0.1:")
+            .expect("loopback root")
+            .parse()
+            .expect("port");
+        assert!(port > 0);
+    }
+
+    #[test]
+    fn rendezvous_names_the_first_host_when_spanning_hosts() {
+        let hosts = [HostSlot::new("far"), HostSlot::new("vm")];
+        let (root, bind) = rendezvous(&[Some("far".into()), None], &hosts, "vm").expect("remote");
+        assert_eq!(bind, "any");
+        let port: u16 = root
+            .strip_prefix("far:")
+            .expect("first host")
+            .parse()
+            .expect("port");
+        assert!((20000..30000).contains(&port), "{port}");
+
+        let hosts = [HostSlot::new("localhost"), HostSlot::new("far")];
+        let (root, _) =
+            rendezvous(&[None, Some("far".into())], &hosts, "vm.example.org").expect("mixed");
+        assert!(root.starts_with("vm.example.org:"), "{root}");
+
+        let hosts = [HostSlot::new("::2"), HostSlot::new("far")];
+        let (root, _) =
+            rendezvous(&[Some("::2".into()), Some("far".into())], &hosts, "vm").expect("ipv6");
+        assert!(root.starts_with("[::2]:"), "{root}");
+    }
+}
