@@ -492,7 +492,11 @@ fn ranks_die_with_a_launcher_killed_outright() {
     let (output, _) = running.finish(LIMIT);
     assert_eq!(output.status.signal(), Some(libc::SIGKILL));
     // The ranks held mttlrun's output open: it ended when they died.
-    assert!(signalled.elapsed() < Duration::from_secs(2), "{:?}", signalled.elapsed());
+    assert!(
+        signalled.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        signalled.elapsed()
+    );
     assert_all_gone(&dir.pids("pid."), Duration::from_secs(2));
 }
 
@@ -537,6 +541,29 @@ fn a_missing_program_is_named_and_nothing_runs() {
         )),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_rank_that_cannot_start_stops_the_ranks_already_started() {
+    let dir = TestDir::new("no-rsh");
+    let mut command = mttlrun();
+    // Rank 0 starts here; rank 1 needs a remote shell that does not exist.
+    command
+        .env("MTTL_RSH", dir.path().join("no-such-ssh"))
+        .args(["-n", "2", "--hosts", "localhost,nodeb", "--", "sh", "-c"])
+        .arg(r#"echo $$ > "$0/pid.$MTTL_RANK"; exec sleep 30"#)
+        .arg(dir.path());
+    let (output, elapsed) = run(command, LIMIT);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("could not start rank 1 on nodeb (`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("no-such-ssh`): No such file"), "{stderr}");
+    // Rank 0 shares mttlrun's stderr: the output ends only when it is gone.
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    assert_all_gone(&dir.pids("pid."), Duration::from_secs(1));
 }
 
 #[test]

@@ -170,12 +170,15 @@ impl Job {
                 Ok(())
             });
         }
+        // A rank's own program gets the shell's wording; a remote shell or
+        // mpirun that cannot start is named with the process it was for.
+        let local_rank = matches!(who, Who::Rank { host: None, .. });
         let mut child = command.spawn().map_err(|source| match source.kind() {
-            io::ErrorKind::NotFound => LaunchError::ProgramNotFound {
+            io::ErrorKind::NotFound if local_rank => LaunchError::ProgramNotFound {
                 program: program.clone(),
                 searched_path: false,
             },
-            io::ErrorKind::PermissionDenied => LaunchError::NotExecutable {
+            io::ErrorKind::PermissionDenied if local_rank => LaunchError::NotExecutable {
                 program: program.clone(),
             },
             _ => LaunchError::Spawn {
@@ -222,16 +225,9 @@ impl Job {
     /// started so far is stopped by the stop protocol and reaped.
     pub(crate) fn abort(mut self) {
         let mut stopping = self.begin_stop(libc::SIGTERM);
-        while self.members.iter().any(|m| m.exit.is_none()) {
-            for index in 0..self.members.len() {
-                if self.members[index].exit.is_none() {
-                    match peek_exit(&self.members[index].child) {
-                        Ok(Some(exit)) => self.members[index].exit = Some(exit),
-                        Ok(None) => {}
-                        Err(_) => self.members[index].exit = Some(RankExit::Code(-1)),
-                    }
-                }
-            }
+        while self.running() {
+            // A member that cannot be waited for is dropped by the call.
+            let _ = self.newly_exited();
             self.escalate_if_due(&mut stopping);
             std::thread::sleep(TICK);
         }
@@ -242,7 +238,7 @@ impl Job {
     pub(crate) fn supervise(mut self) -> Result<JobOutcome, LaunchError> {
         let mut cause: Option<StopCause> = None;
         let mut stopping: Option<Stopping> = None;
-        loop {
+        while self.running() {
             if let Some(signal) = self.signals.poll() {
                 if let Some(stop) = stopping.as_mut() {
                     // A second signal during the grace period: no more waiting.
@@ -260,47 +256,49 @@ impl Job {
                     stopping = Some(self.begin_stop(signal));
                 }
             }
-            let mut running = 0;
-            for index in 0..self.members.len() {
-                if self.members[index].exit.is_some() {
+            let exited = match self.newly_exited() {
+                Ok(exited) => exited,
+                Err(source) => {
+                    self.abort();
+                    return Err(LaunchError::System {
+                        what: "watch the processes of the job",
+                        source,
+                    });
+                }
+            };
+            for index in exited {
+                let member = &self.members[index];
+                let Some(exit) = member.exit.filter(|e| !e.success()) else {
+                    continue;
+                };
+                if stopping.is_some() {
                     continue;
                 }
-                let exit = match peek_exit(&self.members[index].child) {
-                    Ok(Some(exit)) => exit,
-                    Ok(None) => {
-                        running += 1;
-                        continue;
-                    }
-                    Err(source) => {
-                        // Someone else reaped our child: its group id may be
-                        // reused, so it must never be signalled again.
-                        let lost = self.members.remove(index);
-                        tracing::warn!("lost track of {}: {source}", lost.who);
-                        self.abort();
-                        return Err(LaunchError::System {
-                            what: "watch the processes of the job",
-                            source,
-                        });
-                    }
+                let hint = match (&member.who, exit) {
+                    (
+                        Who::Rank {
+                            host: Some(host), ..
+                        },
+                        RankExit::Code(255),
+                    ) => format!(
+                        " (255 is also how ssh reports its own failure: check that \
+                         `ssh -o BatchMode=yes {host} true` works)"
+                    ),
+                    _ => String::new(),
                 };
-                self.members[index].exit = Some(exit);
-                if stopping.is_none() && exit != RankExit::Code(0) {
-                    let who = self.members[index].who.clone();
-                    eprintln!("mttlrun: {who} {exit}");
-                    cause = Some(match who {
-                        Who::Rank { rank, host } => StopCause::RankFailed { rank, host, exit },
-                        Who::Mpirun => StopCause::MpirunFailed { exit },
-                    });
-                    stopping = Some(self.begin_stop(libc::SIGTERM));
-                }
-            }
-            if running == 0 {
-                break;
+                eprintln!("mttlrun: {} {exit}{hint}", member.who);
+                cause = Some(match member.who.clone() {
+                    Who::Rank { rank, host } => StopCause::RankFailed { rank, host, exit },
+                    Who::Mpirun => StopCause::MpirunFailed { exit },
+                });
+                stopping = Some(self.begin_stop(libc::SIGTERM));
             }
             if let Some(stop) = stopping.as_mut() {
                 self.escalate_if_due(stop);
             }
-            std::thread::sleep(TICK);
+            if self.running() {
+                std::thread::sleep(TICK);
+            }
         }
         let ranks = self.finish();
         let exit_code = match &cause {
@@ -315,6 +313,38 @@ impl Job {
             cause,
             ranks,
         })
+    }
+
+    /// Whether some member has not exited yet.
+    fn running(&self) -> bool {
+        self.members.iter().any(|m| m.exit.is_none())
+    }
+
+    /// Notes which members have exited since the last call; returns their
+    /// indices. A member that cannot be waited for (someone else reaped it)
+    /// is dropped from the job, as its group id may now be reused and must
+    /// never be signalled again, and the error is returned.
+    fn newly_exited(&mut self) -> io::Result<Vec<usize>> {
+        let mut exited = Vec::new();
+        for index in 0..self.members.len() {
+            let member = &mut self.members[index];
+            if member.exit.is_some() {
+                continue;
+            }
+            match peek_exit(&member.child) {
+                Ok(Some(exit)) => {
+                    member.exit = Some(exit);
+                    exited.push(index);
+                }
+                Ok(None) => {}
+                Err(source) => {
+                    let lost = self.members.remove(index);
+                    tracing::warn!("lost track of {}: {source}", lost.who);
+                    return Err(source);
+                }
+            }
+        }
+        Ok(exited)
     }
 
     /// Steps 2 and 3 of the stop protocol: close the lifelines of remote

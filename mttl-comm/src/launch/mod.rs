@@ -41,12 +41,14 @@
 //!    launcher writes it into the pipe to `ssh`, so the secret never appears
 //!    on a command line (visible in `ps` on either machine);
 //! 2. changes to the launcher's working directory;
-//! 3. runs `env MTTL_...=... PROGRAM ARGS` in the background, with every other
+//! 3. runs `env MTTL_...=... PROGRAM ARGS` in the background, in a process
+//!    group of its own (through `setsid`, where installed), with every other
 //!    `MTTL_*` variable of the launcher and `RUST_LOG` passed along;
 //! 4. keeps reading its standard input: when it ends (the launcher closed the
 //!    pipe, or died, or `ssh` was killed and the connection dropped), it
-//!    sends SIGTERM to the rank, then SIGKILL two seconds later;
-//! 5. exits with the rank's status, which `ssh` passes back (a remote rank
+//!    sends SIGTERM to the rank's group, then SIGKILL two seconds later;
+//! 5. when the rank exits, sends SIGKILL to what is left in its group and
+//!    exits with the rank's status, which `ssh` passes back (a remote rank
 //!    killed by signal N therefore shows as status 128+N; `ssh` itself
 //!    failing shows as 255).
 //!

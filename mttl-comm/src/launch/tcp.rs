@@ -27,14 +27,16 @@ const REMOTE_SCRIPT: &[&str] = &[
     r#"export MTTL_SECRET"#,
     r#"cd -- "$0" || exit 126"#,
     r#"exec 3<&0"#,
-    r#""$@" 0</dev/null 3<&- &"#,
+    r#"if command -v setsid >/dev/null 2>&1; then setsid "$@" 0</dev/null 3<&- & else "$@" 0</dev/null 3<&- & fi"#,
     r#"rank=$!"#,
-    r#"( while read -r _; do :; done; kill -TERM "$rank" 2>/dev/null; sleep 2; kill -KILL "$rank" 2>/dev/null ) 0<&3 1>/dev/null 2>&1 &"#,
+    r#"stop() { kill -"$1" -"$rank" 2>/dev/null || kill -"$1" "$rank" 2>/dev/null; }"#,
+    r#"( while read -r _; do :; done; stop TERM; sleep 2; stop KILL ) 0<&3 1>/dev/null 2>&1 &"#,
     r#"watcher=$!"#,
     r#"exec 3<&-"#,
-    r#"trap 'kill -TERM "$rank" 2>/dev/null' HUP INT TERM"#,
+    r#"trap 'stop TERM' HUP INT TERM"#,
     r#"while :; do wait "$rank"; status=$?; kill -0 "$rank" 2>/dev/null || break; done"#,
     r#"kill "$watcher" 2>/dev/null"#,
+    r#"kill -KILL -"$rank" 2>/dev/null"#,
     r#"exit "$status""#,
 ];
 
@@ -371,23 +373,63 @@ mod tests {
         assert_eq!(run_remote(&line, b"00\n", false).0, Some(126));
     }
 
+    fn gone(pid: &str) -> bool {
+        match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z')),
+        }
+    }
+
     #[test]
-    fn closing_the_lifeline_stops_the_remote_rank() {
+    fn closing_the_lifeline_stops_the_remote_rank_and_its_children() {
+        use std::io::{BufRead, BufReader, Read, Write};
         let sleeper = [
             OsString::from("-c"),
-            OsString::from("echo started; exec sleep 30"),
+            OsString::from("sleep 30 & echo $!; wait"),
         ];
         let line = remote_command(Path::new("/"), &[], OsStr::new("sh"), &sleeper);
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(&line)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sh runs");
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin.write_all(b"00\n").expect("write the secret");
+        let mut out = BufReader::new(child.stdout.take().expect("piped"));
+        let mut pid = String::new();
+        out.read_line(&mut pid).expect("the rank started its child");
         let start = std::time::Instant::now();
-        let (code, text) = run_remote(&line, b"00\n", true);
-        assert_eq!(code, Some(128 + libc::SIGTERM));
+        drop(stdin);
+        // The output ends only when the sleep, which holds it, is gone.
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).expect("read to the end");
+        let status = child.wait().expect("sh finishes");
+        assert_eq!(status.code(), Some(128 + libc::SIGTERM));
         assert!(
             start.elapsed() < std::time::Duration::from_secs(5),
             "{:?}",
             start.elapsed()
         );
-        // The rank may or may not have printed before it was stopped.
-        assert!(text.is_empty() || text == "started\n", "{text:?}");
+        assert!(gone(&pid), "{pid:?}");
+    }
+
+    #[test]
+    fn what_a_remote_rank_leaves_behind_is_killed() {
+        let leaver = [OsString::from("-c"), OsString::from("sleep 30 & echo $!")];
+        let line = remote_command(Path::new("/"), &[], OsStr::new("sh"), &leaver);
+        let start = std::time::Instant::now();
+        let (code, text) = run_remote(&line, b"00\n", false);
+        assert_eq!(code, Some(0));
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(!text.is_empty() && gone(&text), "{text:?}");
     }
 
     #[test]
