@@ -9,8 +9,12 @@
 //! exited 0; the failing rank's status (128+N if killed by signal N); 128+N
 //! if `mttlrun` got signal N; 127/126 if the program cannot be found or run;
 //! 2 for bad arguments; 1 for other launcher errors.
+//!
+//! The launcher's own diagnostics are logged with `tracing`, filtered by
+//! `MTTLRUN_LOG` (e.g. `MTTLRUN_LOG=debug`).
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -66,7 +70,8 @@ fn main() -> ExitCode {
     let code = match spec_from(cli).and_then(|spec| launch::run(&spec)) {
         Ok(outcome) => outcome.exit_code,
         Err(e) => {
-            eprintln!("mttlrun: {e}");
+            // A broken stderr must not turn the error into a panic.
+            let _ = writeln!(std::io::stderr(), "mttlrun: {e}");
             e.exit_code()
         }
     };

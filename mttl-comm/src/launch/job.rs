@@ -26,6 +26,16 @@ use super::output::{OutputForwarders, Stream};
 use super::signals::{signal_name, SignalWatch};
 use super::{JobOutcome, RankExit, StopCause};
 
+/// Prints one line for the user on stderr, prefixed `mttlrun: `. Unlike
+/// `eprintln!`, a closed or broken stderr is ignored rather than a panic.
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "mttlrun: {}", format_args!($($arg)*));
+    }};
+}
+pub(crate) use report;
+
 /// How often the supervisor looks at its processes and at signals.
 const TICK: Duration = Duration::from_millis(10);
 /// How long output pipes may stay open once every process is reaped.
@@ -243,15 +253,12 @@ impl Job {
                 if let Some(stop) = stopping.as_mut() {
                     // A second signal during the grace period: no more waiting.
                     if !stop.killed {
-                        eprintln!(
-                            "mttlrun: got {} again; killing every rank now",
-                            signal_name(signal)
-                        );
+                        report!("got {} again; killing every rank now", signal_name(signal));
                         self.signal_all(libc::SIGKILL);
                         stop.killed = true;
                     }
                 } else {
-                    eprintln!("mttlrun: got {}; stopping the job", signal_name(signal));
+                    report!("got {}; stopping the job", signal_name(signal));
                     cause = Some(StopCause::Interrupted { signal });
                     stopping = Some(self.begin_stop(signal));
                 }
@@ -286,7 +293,7 @@ impl Job {
                     ),
                     _ => String::new(),
                 };
-                eprintln!("mttlrun: {} {exit}{hint}", member.who);
+                report!("{} {exit}{hint}", member.who);
                 cause = Some(match member.who.clone() {
                     Who::Rank { rank, host } => StopCause::RankFailed { rank, host, exit },
                     Who::Mpirun => StopCause::MpirunFailed { exit },

@@ -43,7 +43,8 @@
 //! 2. changes to the launcher's working directory;
 //! 3. runs `env MTTL_...=... PROGRAM ARGS` in the background, in a process
 //!    group of its own (through `setsid`, where installed), with every other
-//!    `MTTL_*` variable of the launcher and `RUST_LOG` passed along;
+//!    `MTTL_*` variable of the launcher, `RUST_LOG` and `RUST_BACKTRACE`
+//!    passed along;
 //! 4. keeps reading its standard input: when it ends (the launcher closed the
 //!    pipe, or died, or `ssh` was killed and the connection dropped), it
 //!    sends SIGTERM to the rank's group, then SIGKILL two seconds later;
@@ -69,7 +70,9 @@
 //! starts and waits in the calling thread, so this holds for its whole call.
 //!
 //! 1. A job stops when a rank exits with a non-zero status or is killed by a
-//!    signal, or when the launcher gets SIGINT, SIGTERM or SIGHUP.
+//!    signal, or when the launcher gets SIGINT, SIGTERM or SIGHUP. (When a
+//!    rank cannot be started at all, the ranks already started are stopped
+//!    by steps 3 to 6 and [`run`] returns the error.)
 //! 2. The launcher prints one line naming the cause, e.g.
 //!    `mttlrun: rank 2 exited with status 3`,
 //!    `mttlrun: rank 2 was killed by signal 9 (SIGKILL)` or
@@ -334,7 +337,7 @@ pub fn self_launch_from_env() -> Option<i32> {
     Some(match launched {
         Ok(outcome) => outcome.exit_code,
         Err(e) => {
-            eprintln!("mttlrun: {e}");
+            job::report!("{e}");
             e.exit_code()
         }
     })
