@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread;
@@ -399,6 +399,47 @@ fn sigint_to_mttlrun_stops_every_rank() {
         signalled.elapsed()
     );
     assert_all_gone(&dir.pids("pid."), Duration::from_secs(1));
+}
+
+#[test]
+fn sigint_ignored_when_mttlrun_starts_stays_ignored() {
+    let dir = TestDir::new("sigint-ignored");
+    let mut command = mttlrun();
+    command.args([
+        "-n",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        r#"echo $$ > "$0/pid.$MTTL_RANK"; exec sleep 30"#,
+    ]);
+    command.arg(dir.path());
+    // SAFETY: runs in the forked child before exec; signal(2) is
+    // async-signal-safe and nothing is allocated.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let running = start(command);
+    assert!(
+        wait_until(Duration::from_secs(5), || dir.count("pid.") == 2),
+        "the ranks started"
+    );
+    running.signal(libc::SIGINT);
+    thread::sleep(Duration::from_millis(300));
+    let pids = dir.pids("pid.");
+    assert!(
+        pids.iter().all(|&pid| !gone(pid)),
+        "SIGINT was not forwarded"
+    );
+    running.signal(libc::SIGTERM);
+    let (output, _) = running.finish(LIMIT);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    assert!(!stderr.contains("SIGINT"), "{stderr}");
+    assert_all_gone(&pids, Duration::from_secs(1));
 }
 
 #[test]

@@ -1,15 +1,21 @@
 //! Signals sent to the launcher, seen by every job it is running.
 //!
 //! On the first job, handlers for SIGINT, SIGTERM and SIGHUP are installed
-//! once for the whole process (through `signal-hook`, which chains to any
-//! handler installed before). The handler only touches atomics:
+//! once for the whole process (through `signal-hook`, which runs any handler
+//! installed before ours first). What a handler does depends on the
+//! signal's disposition found at that moment:
 //!
-//! - while at least one job is running, it counts the signal and remembers
-//!   its number; each job's supervisor polls the count ([`SignalWatch::poll`])
-//!   and stops its ranks;
-//! - while no job is running, it gives the signal its default action
-//!   (terminating the process), so a program that launched a job and carries
-//!   on behaves afterwards as if no handler had ever been installed.
+//! - ignored (e.g. SIGINT for a command started with `&` by a script): no
+//!   handler is installed and the signal stays ignored, as shells expect;
+//! - otherwise, while at least one job is running, the handler counts the
+//!   signal and remembers its number; each job's supervisor polls the count
+//!   ([`SignalWatch::poll`]) and stops its ranks;
+//! - while no job is running, a signal whose disposition was the default
+//!   gets its default action (terminating the process), so a program that
+//!   launched a job and carries on behaves as if no handler had ever been
+//!   installed; one that had a handler of its own keeps just that.
+//!
+//! The handler only touches atomics.
 
 use std::io;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
@@ -29,17 +35,46 @@ static INSTALLED: OnceLock<Result<(), (io::ErrorKind, String)>> = OnceLock::new(
 /// The signals a launcher forwards to its ranks.
 const FORWARDED: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 
+/// What a signal did before the launcher installed its handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Disposition {
+    Default,
+    Ignored,
+    Handled,
+}
+
+fn disposition(signal: i32) -> io::Result<Disposition> {
+    // SAFETY: sigaction is a plain C struct for which all-zero bytes are a
+    // valid value.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action only queries; `old` is a valid, writable
+    // sigaction owned by this frame.
+    if unsafe { libc::sigaction(signal, std::ptr::null(), &mut old) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(match old.sa_sigaction {
+        libc::SIG_DFL => Disposition::Default,
+        libc::SIG_IGN => Disposition::Ignored,
+        _ => Disposition::Handled,
+    })
+}
+
 fn install() -> io::Result<()> {
     let outcome = INSTALLED.get_or_init(|| {
         for signal in FORWARDED {
+            let before = disposition(signal).map_err(|e| (e.kind(), e.to_string()))?;
+            if before == Disposition::Ignored {
+                continue;
+            }
+            let terminate_when_idle = before == Disposition::Default;
             let action = move || {
-                if ACTIVE_JOBS.load(Ordering::SeqCst) == 0 {
+                if ACTIVE_JOBS.load(Ordering::SeqCst) > 0 {
+                    LAST_SIGNAL.store(signal, Ordering::SeqCst);
+                    RECEIVED.fetch_add(1, Ordering::SeqCst);
+                } else if terminate_when_idle {
                     // Nothing to forward to: act as if unhandled. An error
                     // here means an unknown signal, which FORWARDED excludes.
                     let _ = signal_hook::low_level::emulate_default_handler(signal);
-                } else {
-                    LAST_SIGNAL.store(signal, Ordering::SeqCst);
-                    RECEIVED.fetch_add(1, Ordering::SeqCst);
                 }
             };
             // SAFETY: the action runs inside a signal handler; it only loads

@@ -67,7 +67,7 @@ pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
         what: "find the current directory",
         source,
     })?;
-    let rsh = remote_shell();
+    let (rsh, rsh_options) = remote_shell();
 
     let mut job = Job::new(spec.grace)?;
     for (rank, host) in placement.iter().enumerate() {
@@ -104,9 +104,9 @@ pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
                 let mut forwarded = forwarded_vars(std::env::vars_os());
                 forwarded.extend(vars);
                 let remote = remote_command(&cwd, &forwarded, spec.program.as_os_str(), &spec.args);
-                let mut command = Command::new(&rsh[0]);
+                let mut command = Command::new(&rsh);
                 command
-                    .args(&rsh[1..])
+                    .args(&rsh_options)
                     .args(["-o", "BatchMode=yes"])
                     .arg(host)
                     .arg(remote);
@@ -183,21 +183,17 @@ fn rendezvous(
     Ok((root, "any"))
 }
 
-/// The remote shell command, as words: `MTTL_RSH` split on whitespace, or `ssh`.
-fn remote_shell() -> Vec<OsString> {
-    let words: Vec<OsString> = std::env::var_os(env::RSH)
-        .map(|v| {
-            v.as_bytes()
-                .split(u8::is_ascii_whitespace)
-                .filter(|w| !w.is_empty())
-                .map(|w| OsStr::from_bytes(w).to_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    if words.is_empty() {
-        vec![OsString::from("ssh")]
-    } else {
-        words
+/// The remote shell and its options: `MTTL_RSH` split on whitespace, or `ssh`.
+fn remote_shell() -> (OsString, Vec<OsString>) {
+    let value = std::env::var_os(env::RSH).unwrap_or_default();
+    let mut words = value
+        .as_bytes()
+        .split(u8::is_ascii_whitespace)
+        .filter(|w| !w.is_empty())
+        .map(|w| OsStr::from_bytes(w).to_owned());
+    match words.next() {
+        Some(program) => (program, words.collect()),
+        None => (OsString::from("ssh"), Vec::new()),
     }
 }
 
