@@ -1,0 +1,421 @@
+//! Frames: how messages travel on an authenticated TCP connection.
+//!
+//! Every frame is a 16-byte little-endian header followed by `len` payload
+//! bytes:
+//!
+//! | bytes | field | value                                             |
+//! |-------|-------|---------------------------------------------------|
+//! | 0..2  | magic | `0x4d54` ("MT")                                   |
+//! | 2     | kind  | [`FrameKind`]: 0 data, 1 goodbye                  |
+//! | 3     | flags | 0 (reserved; anything else is rejected)           |
+//! | 4..8  | tag   | the message tag                                   |
+//! | 8..16 | len   | payload length, at most the receiver's maximum    |
+//!
+//! The header is validated before anything is allocated for the payload, so
+//! a bad or hostile length field costs nothing: it is an error.
+//!
+//! [`FrameReader`] turns the byte stream of one connection back into frames.
+//! Small frames are parsed out of one reusable read buffer (one `read` call
+//! brings many); a payload larger than that buffer gets its own vector and
+//! the rest of it is read straight into place, with no extra copy.
+
+use std::io::{self, Read};
+
+use crate::comm::Tag;
+
+/// The size of a frame header in bytes.
+pub(crate) const HEADER_LEN: usize = 16;
+
+const MAGIC: u16 = 0x4d54;
+
+/// The size of the reusable read buffer of each connection.
+const READ_BUF_LEN: usize = 64 * 1024;
+
+/// What a frame carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FrameKind {
+    /// A user message.
+    Data = 0,
+    /// The sender has called `finish` and will send nothing more.
+    Goodbye = 1,
+}
+
+/// A decoded, validated frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub(crate) kind: FrameKind,
+    pub(crate) tag: Tag,
+    pub(crate) len: usize,
+}
+
+impl Header {
+    /// Encodes the header.
+    pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..2].copy_from_slice(&MAGIC.to_le_bytes());
+        b[2] = self.kind as u8;
+        b[3] = 0;
+        b[4..8].copy_from_slice(&self.tag.to_le_bytes());
+        b[8..16].copy_from_slice(&(self.len as u64).to_le_bytes());
+        b
+    }
+
+    /// Decodes and validates a header; `max_len` bounds the payload length.
+    pub(crate) fn decode(b: &[u8; HEADER_LEN], max_len: usize) -> Result<Header, String> {
+        let magic = u16::from_le_bytes([b[0], b[1]]);
+        if magic != MAGIC {
+            return Err(format!("bad magic 0x{magic:04x} (expected 0x{MAGIC:04x})"));
+        }
+        let kind = match b[2] {
+            0 => FrameKind::Data,
+            1 => FrameKind::Goodbye,
+            k => return Err(format!("unknown frame kind {k}")),
+        };
+        if b[3] != 0 {
+            return Err(format!("reserved flags set (0x{:02x})", b[3]));
+        }
+        let tag = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        let len64 = u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]]);
+        let len = usize::try_from(len64)
+            .ok()
+            .filter(|&l| l <= max_len)
+            .ok_or_else(|| format!("payload length {len64} exceeds the maximum of {max_len}"))?;
+        if kind == FrameKind::Goodbye && len != 0 {
+            return Err(format!("goodbye frame with a {len}-byte payload"));
+        }
+        Ok(Header { kind, tag, len })
+    }
+}
+
+/// A complete frame read from a connection.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Frame {
+    pub(crate) header: Header,
+    pub(crate) payload: Vec<u8>,
+}
+
+/// Why reading stopped.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    /// The peer closed the connection (end of stream).
+    Closed {
+        /// Whether the stream ended in the middle of a frame.
+        mid_frame: bool,
+    },
+    /// The peer sent bytes that are not a valid frame.
+    Malformed(String),
+    /// The transport failed.
+    Io(io::Error),
+}
+
+/// A payload too large for the read buffer, being read straight into place.
+#[derive(Debug)]
+struct LargePayload {
+    header: Header,
+    payload: Vec<u8>,
+    filled: usize,
+}
+
+/// Reassembles frames from one connection's byte stream.
+#[derive(Debug)]
+pub(crate) struct FrameReader {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+    large: Option<LargePayload>,
+    max_len: usize,
+}
+
+impl FrameReader {
+    /// A reader accepting payloads of at most `max_len` bytes.
+    pub(crate) fn new(max_len: usize) -> Self {
+        FrameReader {
+            buf: vec![0u8; READ_BUF_LEN].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            large: None,
+            max_len,
+        }
+    }
+
+    /// Whether a frame has been started but not finished.
+    pub(crate) fn mid_frame(&self) -> bool {
+        self.large.is_some() || self.end > self.start
+    }
+
+    /// Reads what `src` has now and hands every complete frame to `sink`,
+    /// in order. Returns `Ok(())` when `src` would block, or after a short
+    /// read (fewer bytes than asked: the socket is drained, and new data
+    /// will raise a new edge) unless `to_the_end` asks to read until it
+    /// would block: needed when the poll reported the peer's side closed,
+    /// since an end of stream that is already queued raises no new edge.
+    /// Any other end is an error.
+    pub(crate) fn read_from<R: Read>(
+        &mut self,
+        src: &mut R,
+        to_the_end: bool,
+        mut sink: impl FnMut(Frame),
+    ) -> Result<(), ReadError> {
+        loop {
+            // A large payload in progress is read straight into its vector.
+            if let Some(large) = &mut self.large {
+                match src.read(&mut large.payload[large.filled..]) {
+                    Ok(0) => return Err(ReadError::Closed { mid_frame: true }),
+                    Ok(n) => {
+                        large.filled += n;
+                        if large.filled == large.payload.len() {
+                            if let Some(done) = self.large.take() {
+                                sink(Frame {
+                                    header: done.header,
+                                    payload: done.payload,
+                                });
+                            }
+                        }
+                        continue;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(ReadError::Io(e)),
+                }
+            }
+            self.parse_buffered(&mut sink)?;
+            if self.large.is_some() {
+                continue;
+            }
+            // Make room, then read more into the buffer.
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            let room = self.buf.len() - self.end;
+            match src.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    return Err(ReadError::Closed {
+                        mid_frame: self.mid_frame(),
+                    })
+                }
+                Ok(n) => {
+                    self.end += n;
+                    if n < room && !to_the_end {
+                        // A short read: the socket is drained for now. Parse
+                        // what came; edge-triggered readiness reports new data.
+                        self.parse_buffered(&mut sink)?;
+                        if self.large.is_none() {
+                            return Ok(());
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Io(e)),
+            }
+        }
+    }
+
+    /// Hands every complete frame in the buffer to `sink`; starts a large
+    /// payload when one does not fit.
+    fn parse_buffered(&mut self, sink: &mut impl FnMut(Frame)) -> Result<(), ReadError> {
+        while self.end - self.start >= HEADER_LEN {
+            let mut hb = [0u8; HEADER_LEN];
+            hb.copy_from_slice(&self.buf[self.start..self.start + HEADER_LEN]);
+            let header = Header::decode(&hb, self.max_len).map_err(ReadError::Malformed)?;
+            let body_start = self.start + HEADER_LEN;
+            let have = self.end - body_start;
+            if have >= header.len {
+                let payload = self.buf[body_start..body_start + header.len].to_vec();
+                self.start = body_start + header.len;
+                sink(Frame { header, payload });
+            } else if HEADER_LEN + header.len <= self.buf.len() {
+                // Fits the buffer once more bytes arrive.
+                break;
+            } else {
+                let mut payload = vec![0u8; header.len];
+                payload[..have].copy_from_slice(&self.buf[body_start..self.end]);
+                self.start = 0;
+                self.end = 0;
+                self.large = Some(LargePayload {
+                    header,
+                    payload,
+                    filled: have,
+                });
+                return Ok(());
+            }
+        }
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that hands out its bytes in chunks of a given size, then
+    /// would block (or ends, if `eof`).
+    struct Chunked {
+        data: Vec<u8>,
+        pos: usize,
+        chunk: usize,
+        eof: bool,
+    }
+
+    impl Read for Chunked {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.pos == self.data.len() {
+                return if self.eof {
+                    Ok(0)
+                } else {
+                    Err(io::ErrorKind::WouldBlock.into())
+                };
+            }
+            let n = out.len().min(self.chunk).min(self.data.len() - self.pos);
+            out[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    fn frame_bytes(tag: Tag, payload: &[u8]) -> Vec<u8> {
+        let mut v = Header {
+            kind: FrameKind::Data,
+            tag,
+            len: payload.len(),
+        }
+        .encode()
+        .to_vec();
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn read_all(data: Vec<u8>, chunk: usize) -> Vec<Frame> {
+        let mut src = Chunked {
+            data,
+            pos: 0,
+            chunk,
+            eof: false,
+        };
+        let mut reader = FrameReader::new(1 << 30);
+        let mut frames = Vec::new();
+        while src.pos < src.data.len() {
+            reader
+                .read_from(&mut src, false, |f| frames.push(f))
+                .unwrap();
+        }
+        assert!(!reader.mid_frame());
+        frames
+    }
+
+    #[test]
+    fn header_round_trips() {
+        let h = Header {
+            kind: FrameKind::Data,
+            tag: 77,
+            len: 123_456,
+        };
+        assert_eq!(Header::decode(&h.encode(), 1 << 20), Ok(h));
+    }
+
+    #[test]
+    fn bad_headers_are_rejected() {
+        let good = Header {
+            kind: FrameKind::Data,
+            tag: 1,
+            len: 10,
+        }
+        .encode();
+        let mut b = good;
+        b[0] ^= 1;
+        assert!(Header::decode(&b, 100).unwrap_err().contains("magic"));
+        let mut b = good;
+        b[2] = 9;
+        assert!(Header::decode(&b, 100).unwrap_err().contains("kind"));
+        let mut b = good;
+        b[3] = 1;
+        assert!(Header::decode(&b, 100).unwrap_err().contains("flags"));
+        assert!(Header::decode(&good, 5).unwrap_err().contains("exceeds"));
+        let mut b = good;
+        b[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(Header::decode(&b, usize::MAX).is_err() || cfg!(target_pointer_width = "64"));
+    }
+
+    #[test]
+    fn many_small_and_large_frames_in_any_chunking() {
+        let payloads: Vec<Vec<u8>> = [0usize, 1, 7, 100, 70_000, 3, 200_000, 0]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
+            .collect();
+        let mut bytes = Vec::new();
+        for (i, p) in payloads.iter().enumerate() {
+            bytes.extend(frame_bytes(i as Tag, p));
+        }
+        for chunk in [1, 5, 16, 17, 1000, 65_536, 1 << 20] {
+            let frames = read_all(bytes.clone(), chunk);
+            assert_eq!(frames.len(), payloads.len(), "chunk {chunk}");
+            for (i, (f, p)) in frames.iter().zip(&payloads).enumerate() {
+                assert_eq!(f.header.tag, i as Tag);
+                assert_eq!(&f.payload, p, "frame {i} with chunk {chunk}");
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let mut src = Chunked {
+            data: b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+            pos: 0,
+            chunk: 64,
+            eof: false,
+        };
+        let mut reader = FrameReader::new(1 << 20);
+        match reader.read_from(&mut src, false, |_| panic!("no frame expected")) {
+            Err(ReadError::Malformed(m)) => assert!(m.contains("magic")),
+            other => panic!("expected a malformed-frame error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn huge_length_field_allocates_nothing() {
+        let mut bytes = Header {
+            kind: FrameKind::Data,
+            tag: 0,
+            len: 0,
+        }
+        .encode();
+        bytes[8..16].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        let mut src = Chunked {
+            data: bytes.to_vec(),
+            pos: 0,
+            chunk: 64,
+            eof: false,
+        };
+        let mut reader = FrameReader::new(1 << 20);
+        assert!(matches!(
+            reader.read_from(&mut src, false, |_| {}),
+            Err(ReadError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn eof_mid_frame_is_reported() {
+        let mut data = frame_bytes(1, &[1, 2, 3, 4]);
+        data.truncate(18);
+        let mut src = Chunked {
+            data,
+            pos: 0,
+            chunk: 64,
+            eof: true,
+        };
+        let mut reader = FrameReader::new(1 << 20);
+        // A short read alone stops early; told the peer closed, it reads on.
+        assert!(reader.read_from(&mut src, false, |_| {}).is_ok());
+        assert!(matches!(
+            reader.read_from(&mut src, true, |_| {}),
+            Err(ReadError::Closed { mid_frame: true })
+        ));
+    }
+}

@@ -1,0 +1,533 @@
+//! The conformance suite: every backend passes the same scenarios, under the
+//! same test names (`tcp::ping_pong`, `mpi::ping_pong`, ...).
+//!
+//! Each test is its own multi-process job. The test function, run by the
+//! test harness, launches `mttlrun -n N --backend B` on this very test
+//! binary, asking it to run only itself (`--exact tcp::ping_pong`); in those
+//! child processes the launch environment is set, so the same function runs
+//! the scenario on its rank instead of launching. The parent checks that the
+//! job exits 0 within a time limit and shows every rank's output otherwise.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mttl_comm::{AnyComm, Comm, ErrorKind, Message, Rank, Tag};
+
+/// How long one job may take before the test fails (and the job is killed).
+const JOB_TIMEOUT: Duration = Duration::from_secs(180);
+
+fn in_job() -> bool {
+    std::env::var_os("MTTL_RANK").is_some() || mttl_comm::env::mpi_launcher_var().is_some()
+}
+
+/// Runs `scenario` on every rank of an `np`-rank job on `backend`.
+fn run_job(backend: &str, np: usize, test: &str, env: &[(&str, &str)], scenario: fn(&mut AnyComm)) {
+    if in_job() {
+        let mut comm = AnyComm::init().unwrap_or_else(|e| panic!("init failed: {e}"));
+        assert_eq!(comm.size(), np, "job size");
+        assert_eq!(comm.backend_name(), backend);
+        scenario(&mut comm);
+        comm.finish()
+            .unwrap_or_else(|e| panic!("finish failed: {e}"));
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mttlrun"));
+    cmd.arg("-n")
+        .arg(np.to_string())
+        .arg("--backend")
+        .arg(backend)
+        .arg("--tag-output")
+        .arg("--")
+        .arg(exe)
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("cannot start mttlrun");
+    let pid = child.id();
+    let start = Instant::now();
+    let watchdog = std::thread::spawn(move || {
+        while start.elapsed() < JOB_TIMEOUT {
+            std::thread::sleep(Duration::from_millis(200));
+            // SAFETY: kill(pid, 0) only checks for existence.
+            if unsafe { libc::kill(pid as i32, 0) } != 0 {
+                return false;
+            }
+        }
+        // SAFETY: sending SIGTERM to our own child; mttlrun stops its ranks.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        true
+    });
+    let out = child.wait_with_output().expect("waiting for mttlrun");
+    let timed_out = watchdog.join().unwrap_or(false);
+    let text = format!(
+        "--- stdout ---\n{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !timed_out,
+        "{test} on {backend} did not finish within {JOB_TIMEOUT:?}\n{text}"
+    );
+    assert!(
+        out.status.success(),
+        "{test} on {backend} failed: {}\n{text}",
+        out.status
+    );
+}
+
+/// Deterministic content for a message: depends on everything that names it.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn recv_from(c: &mut AnyComm, src: Rank) -> Message {
+    c.recv_from(src, Some(Duration::from_secs(60)))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("rank {}: nothing from rank {src} within 60 s", c.rank()))
+}
+
+fn recv_any(c: &mut AnyComm) -> Message {
+    c.recv_any(Some(Duration::from_secs(60)))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("rank {}: nothing received within 60 s", c.rank()))
+}
+
+fn wait_all_sends(c: &mut AnyComm, handles: &[mttl_comm::SendHandle]) {
+    let start = Instant::now();
+    for h in handles {
+        while !c.send_done(*h).unwrap_or_else(|e| panic!("{e}")) {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "send {h:?} never completed"
+            );
+            // Drain anything coming in so the peer can make progress too.
+            let _ = c.probe().unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+const PING_SIZES: &[usize] = &[
+    0,
+    1,
+    8,
+    15,
+    16,
+    17,
+    100,
+    1024,
+    4096,
+    4097,
+    65_535,
+    65_536,
+    65_537,
+    1 << 20,
+    (1 << 20) + 3,
+    4 << 20,
+    16 << 20,
+];
+
+/// Rank 0 sends each size to rank 1 (alternating `send` and `nsend`); rank 1
+/// echoes it back; both check every byte.
+fn ping_pong(c: &mut AnyComm) {
+    for (i, &len) in PING_SIZES.iter().enumerate() {
+        let tag = i as Tag + 1;
+        if c.rank() == 0 {
+            let data = pattern(len as u64 ^ 0xabc, len);
+            if i % 2 == 0 {
+                c.send(1, tag, &data).unwrap();
+            } else {
+                let h = c.nsend(1, tag, data.clone()).unwrap();
+                wait_all_sends(c, &[h]);
+            }
+            let back = recv_from(c, 1);
+            assert_eq!((back.source, back.tag, back.data.len()), (1, tag, len));
+            assert!(back.data == data, "echo of {len} bytes differs");
+        } else if c.rank() == 1 {
+            let m = recv_from(c, 0);
+            assert_eq!((m.source, m.tag, m.data.len()), (0, tag, len));
+            assert!(
+                m.data == pattern(len as u64 ^ 0xabc, len),
+                "{len} bytes arrived corrupted"
+            );
+            c.send(0, tag, &m.data).unwrap();
+        }
+    }
+}
+
+/// Every rank sends 2000 numbered messages to every other rank, mixing
+/// `send` and `nsend` and sizes; every receiver sees each sender's sequence
+/// in order.
+fn per_pair_ordering(c: &mut AnyComm) {
+    const N: u32 = 2000;
+    let (me, size) = (c.rank(), c.size());
+    let mut handles = Vec::new();
+    let mut next = vec![0u32; size];
+    let expected = N as usize * (size - 1);
+    let mut got = 0;
+    for i in 0..N {
+        for d in (0..size).filter(|&d| d != me) {
+            let mut data = i.to_le_bytes().to_vec();
+            data.extend(pattern(u64::from(i), (i as usize * 37) % 3000));
+            if i % 3 == 0 {
+                c.send(d, 7, &data).unwrap();
+            } else {
+                handles.push(c.nsend(d, 7, data).unwrap());
+            }
+        }
+        while let Some(env) = c.probe().unwrap() {
+            let m = recv_any(c);
+            assert_eq!(env, m.envelope(), "probe and receive disagree");
+            check_seq(&m, &mut next);
+            got += 1;
+        }
+    }
+    while got < expected {
+        let m = recv_any(c);
+        check_seq(&m, &mut next);
+        got += 1;
+    }
+    wait_all_sends(c, &handles);
+}
+
+fn check_seq(m: &Message, next: &mut [u32]) {
+    let seq = u32::from_le_bytes(m.data[..4].try_into().unwrap());
+    assert_eq!(seq, next[m.source], "out of order from rank {}", m.source);
+    assert!(
+        m.data[4..] == pattern(u64::from(seq), m.data.len() - 4),
+        "corrupted message"
+    );
+    next[m.source] += 1;
+}
+
+/// Ranks 1.. each send 100 messages to rank 0, which takes them with
+/// `recv_any` and must see every one, from every sender.
+fn any_source_receive(c: &mut AnyComm) {
+    const N: usize = 100;
+    if c.rank() == 0 {
+        let mut count = vec![0usize; c.size()];
+        for _ in 0..N * (c.size() - 1) {
+            let m = recv_any(c);
+            assert_ne!(m.source, 0);
+            assert_eq!(m.tag as usize, m.source);
+            assert_eq!(
+                m.data,
+                pattern((m.source * 1000 + count[m.source]) as u64, 64)
+            );
+            count[m.source] += 1;
+        }
+        assert!(count[1..].iter().all(|&n| n == N), "counts {count:?}");
+        for r in 1..c.size() {
+            c.send(r, 0, b"done").unwrap();
+        }
+    } else {
+        for i in 0..N {
+            let me = c.rank();
+            c.send(0, me as Tag, &pattern((me * 1000 + i) as u64, 64))
+                .unwrap();
+        }
+        assert_eq!(recv_from(c, 0).data, b"done");
+    }
+}
+
+/// Probe reports the right source, tag and size, and does not consume.
+fn probe_reports_source_tag_size(c: &mut AnyComm) {
+    let sizes = [0usize, 3, 5000, 300_000];
+    if c.rank() == 0 {
+        assert_eq!(c.probe().unwrap(), None, "nothing was sent yet");
+        for _ in 0..(c.size() - 1) * sizes.len() {
+            let start = Instant::now();
+            let env = loop {
+                if let Some(env) = c.probe().unwrap() {
+                    break env;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(60),
+                    "probe never saw a message"
+                );
+                std::thread::yield_now();
+            };
+            // Probing again reports the same message.
+            assert_eq!(c.probe().unwrap(), Some(env));
+            let m = recv_from(c, env.source);
+            assert_eq!(m.envelope(), env);
+            let k = m.tag as usize % 10;
+            assert_eq!(m.tag as usize, 100 * env.source + k);
+            assert_eq!(m.data.len(), sizes[k]);
+        }
+        for r in 1..c.size() {
+            c.send(r, 0, &[]).unwrap();
+        }
+    } else {
+        let me = c.rank();
+        for (k, &len) in sizes.iter().enumerate() {
+            c.send(0, (100 * me + k) as Tag, &pattern(k as u64, len))
+                .unwrap();
+        }
+        recv_from(c, 0);
+    }
+}
+
+/// 5000 non-blocking sends outstanding at once before any is tested.
+fn many_outstanding_nsends(c: &mut AnyComm) {
+    const N: usize = 5000;
+    if c.rank() == 0 {
+        let handles: Vec<_> = (0..N)
+            .map(|i| {
+                c.nsend(1, (i % 1000) as Tag, pattern(i as u64, i % 5000))
+                    .unwrap()
+            })
+            .collect();
+        wait_all_sends(c, &handles);
+        // Testing a completed send again keeps answering true.
+        assert!(c.send_done(handles[0]).unwrap());
+        assert_eq!(recv_from(c, 1).data, b"all here");
+    } else if c.rank() == 1 {
+        for i in 0..N {
+            let m = recv_from(c, 0);
+            assert_eq!(m.tag as usize, i % 1000);
+            assert!(
+                m.data == pattern(i as u64, i % 5000),
+                "message {i} corrupted"
+            );
+        }
+        c.send(0, 0, b"all here").unwrap();
+    }
+}
+
+/// Every rank sends many messages of mixed sizes to every rank (itself
+/// included) with `nsend`, while receiving; checksums must match.
+fn all_to_all_storm(c: &mut AnyComm) {
+    const ROUNDS: usize = 300;
+    let (me, size) = (c.rank(), c.size());
+    let mut handles = Vec::new();
+    let mut received = 0;
+    let mut sum = 0u64;
+    for round in 0..ROUNDS {
+        for d in 0..size {
+            let len = [8, 200, 9000, 70_000][(round + d) % 4];
+            let seed = (me * 1_000_003 + d * 1009 + round) as u64;
+            handles.push(
+                c.nsend(d, round as Tag % 32_000, pattern(seed, len))
+                    .unwrap(),
+            );
+        }
+        while c.probe().unwrap().is_some() {
+            let m = recv_any(c);
+            sum = sum.wrapping_add(checksum(&m.data));
+            received += 1;
+        }
+    }
+    while received < ROUNDS * size {
+        let m = recv_any(c);
+        sum = sum.wrapping_add(checksum(&m.data));
+        received += 1;
+    }
+    wait_all_sends(c, &handles);
+    let mut expect = 0u64;
+    for round in 0..ROUNDS {
+        for s in 0..size {
+            let len = [8, 200, 9000, 70_000][(round + me) % 4];
+            expect = expect.wrapping_add(checksum(&pattern(
+                (s * 1_000_003 + me * 1009 + round) as u64,
+                len,
+            )));
+        }
+    }
+    assert_eq!(sum, expect, "rank {me}: the storm's checksum differs");
+}
+
+fn checksum(d: &[u8]) -> u64 {
+    d.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// Both ranks send each other 16 MiB with a blocking `send` at the same
+/// time: the contract says neither may deadlock.
+fn simultaneous_large_sends(c: &mut AnyComm) {
+    let other = 1 - c.rank();
+    let len = 16 << 20;
+    let data = pattern(c.rank() as u64, len);
+    c.send(other, 3, &data).unwrap();
+    let m = recv_from(c, other);
+    assert!(m.data == pattern(other as u64, len));
+}
+
+/// Sends to oneself loop back, in order, through every primitive.
+fn self_send(c: &mut AnyComm) {
+    let me = c.rank();
+    c.send(me, 1, b"one").unwrap();
+    let h = c.nsend(me, 2, b"two".to_vec()).unwrap();
+    assert!(c.send_done(h).unwrap());
+    assert_eq!(
+        c.probe().unwrap().map(|e| (e.source, e.tag, e.len)),
+        Some((me, 1, 3))
+    );
+    assert_eq!(recv_from(c, me).data, b"one");
+    assert_eq!(recv_any(c).data, b"two");
+}
+
+/// Errors name the rank and the operation; a timeout is not an error.
+fn errors_and_timeouts(c: &mut AnyComm) {
+    let size = c.size();
+    let e = c.send(size, 0, b"x").unwrap_err();
+    assert!(
+        matches!(e.kind, ErrorKind::NoSuchRank { peer, .. } if peer == size),
+        "{e}"
+    );
+    assert!(e.to_string().contains(&format!("rank {}", c.rank())), "{e}");
+    let e = c.nsend(size + 5, 0, vec![]).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::NoSuchRank { .. }), "{e}");
+    let max = c.max_message_len();
+    assert_eq!(max, 1 << 20, "MTTL_MAX_MESSAGE=1048576 is honoured");
+    let e = c
+        .send((c.rank() + 1) % size, 0, &vec![0u8; max + 1])
+        .unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::MessageTooLarge { .. }), "{e}");
+    // Rank 0 sends nothing until rank 1 says so: rank 1's waits must time out.
+    if c.rank() == 0 {
+        assert_eq!(recv_from(c, 1).data, b"go");
+        c.send(1, 0, b"done").unwrap();
+    } else if c.rank() == 1 {
+        let start = Instant::now();
+        assert!(c
+            .recv_any(Some(Duration::from_millis(50)))
+            .unwrap()
+            .is_none());
+        assert!(start.elapsed() >= Duration::from_millis(50));
+        assert!(c
+            .recv_from(0, Some(Duration::from_millis(20)))
+            .unwrap()
+            .is_none());
+        c.send(0, 0, b"go").unwrap();
+        assert_eq!(recv_from(c, 0).data, b"done");
+    }
+}
+
+macro_rules! conformance_suite {
+    ($backend:ident) => {
+        mod $backend {
+            use super::*;
+
+            fn name(test: &str) -> String {
+                format!("{}::{}", stringify!($backend), test)
+            }
+
+            #[test]
+            fn ping_pong() {
+                run_job(
+                    stringify!($backend),
+                    2,
+                    &name("ping_pong"),
+                    &[],
+                    super::ping_pong,
+                );
+            }
+
+            #[test]
+            fn per_pair_ordering() {
+                run_job(
+                    stringify!($backend),
+                    3,
+                    &name("per_pair_ordering"),
+                    &[],
+                    super::per_pair_ordering,
+                );
+            }
+
+            #[test]
+            fn any_source_receive() {
+                run_job(
+                    stringify!($backend),
+                    4,
+                    &name("any_source_receive"),
+                    &[],
+                    super::any_source_receive,
+                );
+            }
+
+            #[test]
+            fn probe_reports_source_tag_size() {
+                run_job(
+                    stringify!($backend),
+                    3,
+                    &name("probe_reports_source_tag_size"),
+                    &[],
+                    super::probe_reports_source_tag_size,
+                );
+            }
+
+            #[test]
+            fn many_outstanding_nsends() {
+                run_job(
+                    stringify!($backend),
+                    2,
+                    &name("many_outstanding_nsends"),
+                    &[],
+                    super::many_outstanding_nsends,
+                );
+            }
+
+            #[test]
+            fn all_to_all_storm() {
+                run_job(
+                    stringify!($backend),
+                    4,
+                    &name("all_to_all_storm"),
+                    &[],
+                    super::all_to_all_storm,
+                );
+            }
+
+            #[test]
+            fn simultaneous_large_sends() {
+                run_job(
+                    stringify!($backend),
+                    2,
+                    &name("simultaneous_large_sends"),
+                    &[],
+                    super::simultaneous_large_sends,
+                );
+            }
+
+            #[test]
+            fn self_send() {
+                run_job(
+                    stringify!($backend),
+                    2,
+                    &name("self_send"),
+                    &[],
+                    super::self_send,
+                );
+            }
+
+            #[test]
+            fn errors_and_timeouts() {
+                run_job(
+                    stringify!($backend),
+                    2,
+                    &name("errors_and_timeouts"),
+                    &[("MTTL_MAX_MESSAGE", "1048576")],
+                    super::errors_and_timeouts,
+                );
+            }
+        }
+    };
+}
+
+conformance_suite!(tcp);
+#[cfg(feature = "mpi")]
+conformance_suite!(mpi);
