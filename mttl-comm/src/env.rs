@@ -123,7 +123,11 @@ fn var(name: &str) -> Option<String> {
 }
 
 fn required(name: &str) -> Result<String, CommError> {
-    var(name).ok_or_else(|| env_err(format!("{name} is not set (start the program with mttlrun)")))
+    var(name).ok_or_else(|| {
+        env_err(format!(
+            "{name} is not set (start the program with mttlrun)"
+        ))
+    })
 }
 
 fn parse_num<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, CommError> {
@@ -169,15 +173,21 @@ impl TcpLaunch {
         let rank: Rank = parse_num(RANK, &required(RANK)?)?;
         let size: usize = parse_num(SIZE, &required(SIZE)?)?;
         if size == 0 || rank >= size {
-            return Err(env_err(format!(
-                "{RANK}={rank} is not below {SIZE}={size}"
-            )));
+            return Err(env_err(format!("{RANK}={rank} is not below {SIZE}={size}")));
         }
-        let root = if size > 1 { required(ROOT)? } else { var(ROOT).unwrap_or_default() };
+        let root = if size > 1 {
+            required(ROOT)?
+        } else {
+            var(ROOT).unwrap_or_default()
+        };
         let secret = match var(SECRET) {
             Some(hexed) => decode_secret(&hexed)?,
             None if size == 1 => [0; SECRET_LEN],
-            None => return Err(env_err(format!("{SECRET} is not set (start the program with mttlrun)"))),
+            None => {
+                return Err(env_err(format!(
+                    "{SECRET} is not set (start the program with mttlrun)"
+                )))
+            }
         };
         let bind_any = match var(BIND).as_deref() {
             None | Some("loopback") => false,
@@ -188,14 +198,20 @@ impl TcpLaunch {
                 )))
             }
         };
-        Ok(TcpLaunch { rank, size, root, secret, bind_any })
+        Ok(TcpLaunch {
+            rank,
+            size,
+            root,
+            secret,
+            bind_any,
+        })
     }
 }
 
 /// Decodes a secret given as 64 hex digits.
 pub fn decode_secret(hexed: &str) -> Result<[u8; SECRET_LEN], CommError> {
-    let bytes = hex::decode(hexed.trim())
-        .map_err(|e| env_err(format!("{SECRET} is not hex: {e}")))?;
+    let bytes =
+        hex::decode(hexed.trim()).map_err(|e| env_err(format!("{SECRET} is not hex: {e}")))?;
     bytes.try_into().map_err(|b: Vec<u8>| {
         env_err(format!(
             "{SECRET} has {} bytes, expected {SECRET_LEN}",

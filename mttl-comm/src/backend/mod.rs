@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use crate::comm::{Comm, Envelope, Message, Rank, SendHandle, Tag};
 use crate::env::Launch;
-use crate::error::{CommError, ErrorKind, Op};
+use crate::error::CommError;
+#[cfg(not(feature = "mpi"))]
+use crate::error::{ErrorKind, Op};
 
 #[cfg(feature = "mpi")]
 pub mod mpi;

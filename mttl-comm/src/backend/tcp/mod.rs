@@ -439,16 +439,20 @@ impl TcpComm {
             return Ok(true);
         }
         let start = Instant::now();
+        let mut polled = false;
         loop {
             let elapsed = start.elapsed();
+            // A timeout ends the wait, but only after one look at the sockets.
+            if let Some(t) = timeout {
+                if polled && elapsed >= t {
+                    return Ok(false);
+                }
+            }
+            polled = true;
             let wait = if elapsed < self.spin {
                 Some(Duration::ZERO)
             } else {
-                match timeout {
-                    Some(t) if elapsed >= t => return Ok(false),
-                    Some(t) => Some(t - elapsed),
-                    None => None,
-                }
+                timeout.map(|t| t.saturating_sub(elapsed))
             };
             if self.poll.is_none() && wait.is_none() {
                 return Err(self.error(
