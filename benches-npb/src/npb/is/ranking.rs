@@ -1,0 +1,550 @@
+//! One IS process: its keys, the bucket sort and ranking of one iteration,
+//! partial and full verification.
+//!
+//! One ranking iteration ([`IsRank::rank_keys`]), as NPB 3.4-MPI's `rank`:
+//!
+//! 1. Process 0 sets `key[it] = it` and `key[it + 10] = max_key − it`.
+//! 2. The owner of each test index records its key value after the
+//!    histogram, in slots `num_buckets ..` of the bucket sizes.
+//! 3. Local histogram of buckets (`key >> (max_key_log2 −
+//!    num_buckets_log2)`), and the keys copied bucket by bucket.
+//! 4. Allreduce of the bucket sizes.
+//! 5. Buckets go to processes in order: process `j` takes buckets until the
+//!    running global total reaches `(j + 1) · keys_per_process`. This gives
+//!    the send counts and displacements; processes left without buckets get
+//!    an empty range.
+//! 6. Alltoall of the counts, receive displacements by prefix sum, alltoallv
+//!    of the keys.
+//! 7. Counting sort of the received keys over this process's key range
+//!    `[min, max]`: populations, then cumulative counts, so `count[k − min]`
+//!    is the number of local keys `≤ k`.
+//! 8. Partial verification: for each test key in `[min, max]`, its rank is
+//!    the local keys `< k` plus the keys of all lower processes, and must
+//!    equal the official rank adjusted for the iteration
+//!    ([`IsParams::expected_rank`]).
+//!
+//! Full verification ([`IsRank::full_verify`]) places the last iteration's
+//! keys at their ranks, checks they are sorted, that the last key of the
+//! previous process is not greater than this process's first, and that no
+//! key was lost.
+
+use std::fmt;
+use std::time::Instant;
+
+use super::comm::IsComm;
+use crate::npb::class::{IsParams, IS_ITERATIONS, IS_TEST_KEYS};
+use crate::npb::prefetch::prefetch;
+use crate::npb::randlc::{find_my_seed, Randlc, MULTIPLIER, SEED};
+
+/// The largest process count NPB allows for IS (128 for class S).
+pub fn max_procs(params: &IsParams) -> usize {
+    if params.total_keys_log2 <= 16 {
+        128
+    } else {
+        1024
+    }
+}
+
+/// Why an IS process cannot be set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IsError {
+    /// IS needs a power-of-two number of processes within NPB's limit.
+    BadProcessCount {
+        /// The number asked for.
+        nprocs: usize,
+        /// The largest allowed for the class.
+        max: usize,
+    },
+    /// The rank is not below the number of processes.
+    RankOutOfRange {
+        /// The rank asked for.
+        rank: usize,
+        /// The number of processes.
+        nprocs: usize,
+    },
+}
+
+impl fmt::Display for IsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IsError::BadProcessCount { nprocs, max } => write!(
+                f,
+                "IS needs a power-of-two number of processes from 1 to {max}, got {nprocs}"
+            ),
+            IsError::RankOutOfRange { rank, nprocs } => {
+                write!(f, "rank {rank} is out of range for {nprocs} processes")
+            }
+        }
+    }
+}
+
+impl std::error::Error for IsError {}
+
+/// A partial verification test that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartialFailure {
+    /// 1-based iteration.
+    pub iteration: usize,
+    /// 0-based test key.
+    pub entry: usize,
+    /// The rank found.
+    pub found: i64,
+    /// The rank NPB's table requires.
+    pub expected: i64,
+}
+
+/// What a full verification found on one process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FullVerification {
+    /// Keys out of order, counting the boundary with the previous process.
+    pub out_of_order: usize,
+    /// Whether the key counts are unchanged (locally and in the global
+    /// bucket totals).
+    pub counts_ok: bool,
+}
+
+impl FullVerification {
+    /// Whether this process passes.
+    pub fn passed(&self) -> bool {
+        self.out_of_order == 0 && self.counts_ok
+    }
+}
+
+/// The key range and count of the last ranking, for full verification.
+#[derive(Clone, Copy, Debug)]
+struct LastRanking {
+    min_key: i32,
+    local_keys: usize,
+    global_count_ok: bool,
+}
+
+/// One process's share of IS.
+#[derive(Debug)]
+pub struct IsRank {
+    params: IsParams,
+    me: usize,
+    nprocs: usize,
+    keys_per_proc: usize,
+    shift: u32,
+    /// This process's keys (`key_array`).
+    keys: Vec<i32>,
+    /// The keys in bucket order, the alltoallv send buffer.
+    bucketed: Vec<i32>,
+    /// Key populations, then cumulative counts, over this process's range.
+    counts: Vec<i32>,
+    /// Local bucket sizes plus the test key values; their global sums.
+    bucket_size: Vec<i32>,
+    bucket_totals: Vec<i32>,
+    bucket_ptrs: Vec<u32>,
+    send_counts: Vec<i32>,
+    send_displs: Vec<i32>,
+    recv_counts: Vec<i32>,
+    recv_displs: Vec<i32>,
+    /// First and last bucket of each process.
+    first_bucket: Vec<usize>,
+    last_bucket: Vec<isize>,
+    last: Option<LastRanking>,
+    failures: Vec<PartialFailure>,
+}
+
+impl IsRank {
+    /// Sets up rank `me` of `nprocs`: its starting seed and its keys
+    /// (untimed in NPB).
+    pub fn new(params: IsParams, nprocs: usize, me: usize) -> Result<Self, IsError> {
+        let max = max_procs(&params);
+        if !nprocs.is_power_of_two() || nprocs > max {
+            return Err(IsError::BadProcessCount { nprocs, max });
+        }
+        if me >= nprocs {
+            return Err(IsError::RankOutOfRange { rank: me, nprocs });
+        }
+        let total = params.total_keys();
+        let keys_per_proc = total / nprocs;
+        let seed = find_my_seed(me as u64, nprocs as u64, 4 * total as u64, SEED, MULTIPLIER);
+        let keys = generate_keys(&params, seed, keys_per_proc);
+        let nb = params.num_buckets();
+        Ok(Self {
+            params,
+            me,
+            nprocs,
+            keys_per_proc,
+            shift: params.max_key_log2 - params.num_buckets_log2,
+            keys,
+            bucketed: vec![0; keys_per_proc],
+            counts: vec![0; params.max_key() as usize],
+            bucket_size: vec![0; nb + IS_TEST_KEYS],
+            bucket_totals: vec![0; nb + IS_TEST_KEYS],
+            bucket_ptrs: vec![0; nb],
+            send_counts: vec![0; nprocs],
+            send_displs: vec![0; nprocs],
+            recv_counts: vec![0; nprocs],
+            recv_displs: vec![0; nprocs],
+            first_bucket: vec![0; nprocs],
+            last_bucket: vec![0; nprocs],
+            last: None,
+            failures: Vec::new(),
+        })
+    }
+
+    /// The class parameters.
+    pub fn params(&self) -> &IsParams {
+        &self.params
+    }
+
+    /// This process's keys (as generated, plus the per-iteration changes).
+    pub fn keys(&self) -> &[i32] {
+        &self.keys
+    }
+
+    /// The partial verification tests that failed so far.
+    pub fn failures(&self) -> &[PartialFailure] {
+        &self.failures
+    }
+
+    /// Forgets recorded failures (after the untimed iteration).
+    pub fn clear_failures(&mut self) {
+        self.failures.clear();
+    }
+
+    /// Ranks the keys once (steps 1-8 of the module doc) and returns how many
+    /// partial verification tests this process passed.
+    pub fn rank_keys<C: IsComm + ?Sized>(&mut self, comm: &mut C, iteration: usize) -> usize {
+        let nb = self.params.num_buckets();
+        let shift = self.shift;
+        let keys_per_proc = self.keys_per_proc as i64;
+
+        // Step 1.
+        if self.me == 0 {
+            self.keys[iteration] = iteration as i32;
+            self.keys[iteration + IS_ITERATIONS] = self.params.max_key() - iteration as i32;
+        }
+
+        // Steps 2-3.
+        self.bucket_size.fill(0);
+        for (i, &index) in self.params.test_index.iter().enumerate() {
+            if index / keys_per_proc == self.me as i64 {
+                self.bucket_size[nb + i] = self.keys[(index % keys_per_proc) as usize];
+            }
+        }
+        histogram(&self.keys, shift, &mut self.bucket_size[..nb]);
+        let mut acc = 0u32;
+        for (ptr, &size) in self.bucket_ptrs.iter_mut().zip(&self.bucket_size[..nb]) {
+            *ptr = acc;
+            acc += size as u32;
+        }
+        scatter(&self.keys, shift, &mut self.bucket_ptrs, &mut self.bucketed);
+
+        // Step 4.
+        comm.allreduce_sum(&self.bucket_size, &mut self.bucket_totals);
+
+        // Step 5.
+        self.assign_buckets();
+
+        // Step 6.
+        comm.alltoall(&self.send_counts, &mut self.recv_counts);
+        let mut displ = 0;
+        for (d, &c) in self.recv_displs.iter_mut().zip(&self.recv_counts) {
+            *d = displ;
+            displ += c;
+        }
+        comm.alltoallv(
+            &self.bucketed,
+            &self.send_counts,
+            &self.send_displs,
+            &self.recv_counts,
+            &self.recv_displs,
+        );
+
+        // Step 7.
+        let me = self.me;
+        let min_key = (self.first_bucket[me] << shift) as i32;
+        let max_key = (((self.last_bucket[me] + 1) << shift) - 1) as i32;
+        let width = (max_key - min_key + 1).max(0) as usize;
+        let bucket_sum = |lo: usize, hi: isize| -> i64 {
+            (lo as isize..=hi)
+                .map(|b| i64::from(self.bucket_totals[b as usize]))
+                .sum()
+        };
+        let lesser: i64 = (0..me)
+            .map(|k| bucket_sum(self.first_bucket[k], self.last_bucket[k]))
+            .sum();
+        let local_keys = bucket_sum(self.first_bucket[me], self.last_bucket[me]) as usize;
+
+        let counts = &mut self.counts[..width];
+        counts.fill(0);
+        let received = comm.received_keys();
+        assert_eq!(
+            received.len(),
+            local_keys,
+            "process {me}: the alltoallv delivered {} keys, the bucket totals say {local_keys}",
+            received.len()
+        );
+        count_and_accumulate(received, min_key, counts);
+
+        // Step 8.
+        let mut passed = 0;
+        for entry in 0..IS_TEST_KEYS {
+            let k = self.bucket_totals[nb + entry];
+            if min_key <= k && k <= max_key {
+                let below = if k > min_key {
+                    counts[(k - 1 - min_key) as usize]
+                } else {
+                    0
+                };
+                let found = i64::from(below) + lesser;
+                let expected = self.params.expected_rank(entry, iteration);
+                if found == expected {
+                    passed += 1;
+                } else {
+                    self.failures.push(PartialFailure {
+                        iteration,
+                        entry,
+                        found,
+                        expected,
+                    });
+                }
+            }
+        }
+
+        let global: i64 = self.bucket_totals[..nb].iter().map(|&c| i64::from(c)).sum();
+        self.last = Some(LastRanking {
+            min_key,
+            local_keys,
+            global_count_ok: global == self.params.total_keys() as i64,
+        });
+        passed
+    }
+
+    /// Step 5 of the module doc: send counts, displacements and each
+    /// process's bucket range from the global bucket totals.
+    fn assign_buckets(&mut self) {
+        let nb = self.params.num_buckets();
+        let keys_per_proc = self.keys_per_proc as i64;
+        let mut global = 0i64;
+        let mut local = 0i32;
+        let mut j = 0usize;
+        self.send_displs[0] = 0;
+        self.first_bucket[0] = 0;
+        for i in 0..nb {
+            global += i64::from(self.bucket_totals[i]);
+            local += self.bucket_size[i];
+            if global >= (j as i64 + 1) * keys_per_proc {
+                self.send_counts[j] = local;
+                if j != 0 {
+                    self.send_displs[j] = self.send_displs[j - 1] + self.send_counts[j - 1];
+                    self.first_bucket[j] = (self.last_bucket[j - 1] + 1) as usize;
+                }
+                self.last_bucket[j] = i as isize;
+                j += 1;
+                local = 0;
+            }
+        }
+        // Processes left without buckets get the empty range [1, 0].
+        while j < self.nprocs {
+            self.send_counts[j] = 0;
+            if j != 0 {
+                self.send_displs[j] = self.send_displs[j - 1] + self.send_counts[j - 1];
+            }
+            self.first_bucket[j] = 1;
+            self.last_bucket[j] = 0;
+            j += 1;
+        }
+    }
+
+    /// Full verification after the last ranking: sorts this process's keys
+    /// by their ranks and checks order, the boundary with the previous
+    /// process, and the key counts. Every process must call it.
+    ///
+    /// # Panics
+    ///
+    /// If no ranking has run.
+    pub fn full_verify<C: IsComm + ?Sized>(&mut self, comm: &mut C) -> FullVerification {
+        let last = self.last.expect("full_verify runs after rank_keys");
+        let received = comm.received_keys();
+        let received_len = received.len();
+        let mut sorted = vec![0i32; last.local_keys];
+        for &k in received {
+            let c = &mut self.counts[(k - last.min_key) as usize];
+            *c -= 1;
+            sorted[*c as usize] = k;
+        }
+        let from_left = comm.shift_right(sorted.last().copied().unwrap_or(i32::MIN));
+        let mut out_of_order = sorted.windows(2).filter(|w| w[0] > w[1]).count();
+        if let (Some(prev), Some(&first)) = (from_left, sorted.first()) {
+            if prev > first {
+                out_of_order += 1;
+            }
+        }
+        FullVerification {
+            out_of_order,
+            counts_ok: last.global_count_ok && received_len == last.local_keys,
+        }
+    }
+}
+
+/// Keys between two prefetch hints on a key stream (one cache line).
+const KEYS_PER_LINE: usize = 16;
+
+/// How many keys ahead a stream is prefetched.
+const PREFETCH_AHEAD: usize = 512;
+
+/// Adds the bucket (`key >> shift`) of every key to `sizes`.
+fn histogram(keys: &[i32], shift: u32, sizes: &mut [i32]) {
+    for (line, chunk) in keys.chunks(KEYS_PER_LINE).enumerate() {
+        prefetch(keys, line * KEYS_PER_LINE + PREFETCH_AHEAD);
+        for &k in chunk {
+            sizes[(k >> shift) as usize] += 1;
+        }
+    }
+}
+
+/// Copies `keys` to `out` bucket by bucket, keeping their order within a
+/// bucket; `next[b]` starts as bucket `b`'s first slot. Each bucket's write
+/// position asks for its next-but-one cache line when it enters a new one.
+fn scatter(keys: &[i32], shift: u32, next: &mut [u32], out: &mut [i32]) {
+    for (line, chunk) in keys.chunks(KEYS_PER_LINE).enumerate() {
+        prefetch(keys, line * KEYS_PER_LINE + PREFETCH_AHEAD);
+        for &k in chunk {
+            let slot = &mut next[(k >> shift) as usize];
+            let i = *slot as usize;
+            out[i] = k;
+            if i % KEYS_PER_LINE == 0 {
+                prefetch(out, i + 2 * KEYS_PER_LINE);
+            }
+            *slot += 1;
+        }
+    }
+}
+
+/// Counts the keys (all in `[min_key, min_key + counts.len())`) into
+/// `counts`, then makes the counts cumulative: `counts[i]` becomes the number
+/// of keys `≤ min_key + i`.
+fn count_and_accumulate(keys: &[i32], min_key: i32, counts: &mut [i32]) {
+    for (line, chunk) in keys.chunks(KEYS_PER_LINE).enumerate() {
+        prefetch(keys, line * KEYS_PER_LINE + PREFETCH_AHEAD);
+        for &k in chunk {
+            counts[(k - min_key) as usize] += 1;
+        }
+    }
+    let mut total = 0;
+    for c in counts {
+        total += *c;
+        *c = total;
+    }
+}
+
+/// NPB's `create_seq`: `count` keys from `seed`, each
+/// `(max_key / 4) · (r1 + r2 + r3 + r4)` truncated.
+fn generate_keys(params: &IsParams, seed: u64, count: usize) -> Vec<i32> {
+    let k = f64::from(params.max_key() / 4);
+    let mut rng = Randlc::new(seed);
+    (0..count)
+        .map(|_| {
+            let mut x = rng.next_f64();
+            x += rng.next_f64();
+            x += rng.next_f64();
+            x += rng.next_f64();
+            (k * x) as i32
+        })
+        .collect()
+}
+
+/// The outcome of an IS benchmark run on one process.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IsRun {
+    /// Partial tests passed in the timed iterations on this process.
+    pub partial_passed: usize,
+    /// The failed partial tests, if any.
+    pub failures: Vec<PartialFailure>,
+    /// This process's full verification.
+    pub full: FullVerification,
+    /// Seconds spent generating keys, untimed by NPB.
+    pub setup_seconds: f64,
+    /// Seconds of the timed loop on this process ("Time in seconds" is the
+    /// maximum over processes).
+    pub seconds: f64,
+}
+
+impl IsRun {
+    /// This process's contribution to NPB's verification counter.
+    pub fn passed(&self) -> usize {
+        self.partial_passed + usize::from(self.full.passed())
+    }
+}
+
+/// Runs the whole IS benchmark as rank `me` of `nprocs`: key generation, one
+/// untimed ranking, ten timed rankings, full verification.
+///
+/// The run verifies when the sum of [`IsRun::passed`] over all processes is
+/// [`IsParams::passes_required`].
+pub fn run_benchmark<C: IsComm + ?Sized>(
+    comm: &mut C,
+    params: IsParams,
+    nprocs: usize,
+    me: usize,
+) -> Result<IsRun, IsError> {
+    let t0 = Instant::now();
+    let mut rank = IsRank::new(params, nprocs, me)?;
+    let setup_seconds = t0.elapsed().as_secs_f64();
+
+    rank.rank_keys(comm, 1);
+    rank.clear_failures();
+
+    let t0 = Instant::now();
+    let mut partial_passed = 0;
+    for iteration in 1..=IS_ITERATIONS {
+        partial_passed += rank.rank_keys(comm, iteration);
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+
+    let full = rank.full_verify(comm);
+    Ok(IsRun {
+        partial_passed,
+        failures: rank.failures().to_vec(),
+        full,
+        setup_seconds,
+        seconds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::npb::class::Class;
+
+    #[test]
+    fn first_class_s_keys_are_npb_s() {
+        let p = Class::S.is().unwrap();
+        let rank = IsRank::new(p, 1, 0).unwrap();
+        assert_eq!(
+            rank.keys()[..8],
+            [1585, 825, 1060, 1343, 956, 437, 759, 841]
+        );
+    }
+
+    #[test]
+    fn keys_do_not_depend_on_the_process_count() {
+        let p = Class::S.is().unwrap();
+        let whole = IsRank::new(p, 1, 0).unwrap().keys().to_vec();
+        for nprocs in [2, 4, 8] {
+            let joined: Vec<i32> = (0..nprocs)
+                .flat_map(|me| IsRank::new(p, nprocs, me).unwrap().keys().to_vec())
+                .collect();
+            assert_eq!(joined, whole, "{nprocs} processes");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_process_counts() {
+        let p = Class::S.is().unwrap();
+        assert_eq!(
+            IsRank::new(p, 3, 0).unwrap_err(),
+            IsError::BadProcessCount {
+                nprocs: 3,
+                max: 128
+            }
+        );
+        assert!(IsRank::new(p, 256, 0).is_err());
+        assert!(IsRank::new(p, 4, 4).is_err());
+    }
+}
