@@ -124,6 +124,12 @@ pub struct ThreadId {
 }
 
 impl ThreadId {
+    /// The id reported for code running on the native stack (never a
+    /// thread's: its generation is never issued).
+    fn native() -> Self {
+        Self::new(u32::MAX, u32::MAX)
+    }
+
     #[inline]
     fn new(index: u32, generation: u32) -> Self {
         Self {
@@ -287,4 +293,18 @@ pub fn pending_panics() -> usize {
 /// Counters of this OS thread's stack pool.
 pub fn stack_stats() -> StackStats {
     sched::stack_stats()
+}
+
+/// Runs `f` in the current thread, catching a panic and reporting it as a
+/// [`ThreadPanic`] (message and location) instead of ending the thread: for
+/// the runtime's wrappers around remote functions, whose panics go back to
+/// the caller.
+pub fn catch_panic<R>(f: impl FnOnce() -> R) -> Result<R, ThreadPanic> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => Ok(r),
+        Err(payload) => {
+            let id = current().unwrap_or_else(ThreadId::native);
+            Err(panic::report(id, current_name().unwrap_or("main"), payload))
+        }
+    }
 }

@@ -1,0 +1,430 @@
+//! `invoke` and `ainvoke`: calling a function on another node.
+//!
+//! A function marked `#[mttl::remote]` is registered under a stable id
+//! ([`crate::registry`]). `invoke(node, f, args)`:
+//!
+//! 1. finds `f`'s id from its type (the function item's `TypeId`);
+//! 2. if `node` is this node, calls `f` right here (no network, no thread);
+//! 3. otherwise creates a reply cell (a `SyncCell` writable from other
+//!    nodes), sends `INVOKE(id, cell)` with the encoded arguments, and reads
+//!    the cell, which blocks only the calling mttl thread;
+//! 4. the handler on `node` spawns a thread that decodes the arguments,
+//!    runs `f` (catching a panic), and writes the encoded result, or the
+//!    panic's message, into the caller's reply cell with a `CELL_WRITE`;
+//! 5. the caller's handler delivers it to the cell, which wakes the caller.
+//!
+//! `ainvoke` stops after step 3's send and returns a [`Pending`] handle to
+//! read the cell later. A panic in the remote function comes back as a
+//! [`RemoteError`]: `try_invoke` returns it, `invoke` panics with it.
+
+use std::any::{Any, TypeId};
+use std::fmt;
+use std::marker::PhantomData;
+
+use mttl_comm::Rank;
+
+use crate::codec::{self, Decode, Encode};
+use crate::registry::{Callable, Registry, RemoteFn};
+use crate::runtime::{self, with_rt};
+use crate::sync::SyncCell;
+use crate::thread;
+use crate::wire::{self, HeaderBuf};
+
+/// The reply cell value of a call that wants no reply.
+pub(crate) const NO_REPLY: u32 = u32::MAX;
+
+/// A remote call failed: the function panicked, or could not be run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteError {
+    /// The node where it failed.
+    pub rank: Rank,
+    /// What happened, e.g. `remote function app::f panicked at src/main.rs:9:5: boom`.
+    pub message: String,
+}
+
+impl fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "on rank {}: {}", self.rank, self.message)
+    }
+}
+
+impl std::error::Error for RemoteError {}
+
+/// A function that can be invoked on another node with arguments `Args` (a
+/// tuple). Implemented for every function item of up to eight parameters;
+/// only those marked `#[mttl::remote]` are registered, which
+/// [`invoke`] checks.
+pub trait Remote<Args>: Copy + 'static {
+    /// What the function returns.
+    type Output;
+    /// Calls the function here.
+    fn call_local(self, args: Args) -> Self::Output;
+}
+
+/// A function that can be invoked on a global object of type `T` at its
+/// owner: `#[mttl::remote]` functions whose first parameter is `&mut T`.
+pub trait RemoteMethod<T, Args>: Copy + 'static {
+    /// What the function returns.
+    type Output;
+    /// Calls the function here, on `object`.
+    fn call_local(self, object: &mut T, args: Args) -> Self::Output;
+}
+
+macro_rules! impl_remote {
+    ($($a:ident),*) => {
+        impl<Func, Out, $($a),*> Remote<($($a,)*)> for Func
+        where
+            Func: Fn($($a),*) -> Out + Copy + 'static,
+        {
+            type Output = Out;
+            #[allow(non_snake_case)]
+            fn call_local(self, ($($a,)*): ($($a,)*)) -> Out {
+                self($($a),*)
+            }
+        }
+
+        impl<Func, Obj, Out, $($a),*> RemoteMethod<Obj, ($($a,)*)> for Func
+        where
+            Func: Fn(&mut Obj, $($a),*) -> Out + Copy + 'static,
+        {
+            type Output = Out;
+            #[allow(non_snake_case)]
+            fn call_local(self, object: &mut Obj, ($($a,)*): ($($a,)*)) -> Out {
+                self(object, $($a),*)
+            }
+        }
+    };
+}
+
+impl_remote!();
+impl_remote!(A1);
+impl_remote!(A1, A2);
+impl_remote!(A1, A2, A3);
+impl_remote!(A1, A2, A3, A4);
+impl_remote!(A1, A2, A3, A4, A5);
+impl_remote!(A1, A2, A3, A4, A5, A6);
+impl_remote!(A1, A2, A3, A4, A5, A6, A7);
+impl_remote!(A1, A2, A3, A4, A5, A6, A7, A8);
+
+/// The registry entry of the function item `F`.
+///
+/// # Panics
+///
+/// Panics if `F` is not marked `#[mttl::remote]`.
+pub(crate) fn entry_of<F: 'static>() -> &'static RemoteFn {
+    match Registry::get().by_type(TypeId::of::<F>()) {
+        Some(e) => e,
+        None => panic!(
+            "{} is not a remote function: mark it #[mttl::remote] to call it on another node",
+            std::any::type_name::<F>()
+        ),
+    }
+}
+
+/// What a reply cell receives.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    status: u8,
+    body: Vec<u8>,
+}
+
+fn deliver_reply(cell: &dyn Any, status: u8, body: &[u8]) -> Result<(), String> {
+    crate::sync::write_any::<Reply>(
+        cell,
+        Reply {
+            status,
+            body: body.to_vec(),
+        },
+    )
+}
+
+/// A call in flight, started by [`ainvoke`]: wait for its result with
+/// [`wait`](Pending::wait) or [`try_wait`](Pending::try_wait).
+#[must_use = "a Pending call does nothing unless waited on"]
+pub struct Pending<R> {
+    cell: SyncCell<Reply>,
+    slot: Option<u32>,
+    node: Rank,
+    name: &'static str,
+    _result: PhantomData<fn() -> R>,
+}
+
+impl<R> fmt::Debug for Pending<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Pending({} on rank {})", self.name, self.node)
+    }
+}
+
+impl<R: Decode<()>> Pending<R> {
+    /// Whether the result has arrived (waiting would not block).
+    pub fn is_ready(&self) -> bool {
+        self.cell.queue_len() > 0
+    }
+
+    /// Waits for the result; a remote panic comes back as the error.
+    #[track_caller]
+    pub fn try_wait(mut self) -> Result<R, RemoteError> {
+        let reply = self.cell.read();
+        if let Some(slot) = self.slot.take() {
+            with_rt(|rt| rt.cells.remove(slot));
+        }
+        let node = self.node;
+        match reply.status {
+            wire::STATUS_OK => codec::decode(&reply.body).map_err(|e| RemoteError {
+                rank: node,
+                message: format!("the result of {} could not be decoded: {e}", self.name),
+            }),
+            _ => Err(RemoteError {
+                rank: node,
+                message: String::from_utf8_lossy(&reply.body).into_owned(),
+            }),
+        }
+    }
+
+    /// Waits for the result.
+    ///
+    /// # Panics
+    ///
+    /// Panics with the remote error if the remote function panicked.
+    #[track_caller]
+    pub fn wait(self) -> R {
+        match self.try_wait() {
+            Ok(r) => r,
+            Err(e) => panic!("remote call failed {e}"),
+        }
+    }
+}
+
+impl<R> Drop for Pending<R> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            // Dropped unwaited: a late reply finds no cell and is reported.
+            runtime::try_with_rt(|rt| rt.cells.remove(slot));
+        }
+    }
+}
+
+fn check_node(node: Rank) -> Result<(), RemoteError> {
+    let size = runtime::size();
+    if node >= size {
+        return Err(RemoteError {
+            rank: node,
+            message: format!("rank {node} does not exist (the job has {size} ranks)"),
+        });
+    }
+    Ok(())
+}
+
+/// A `Pending` that is already complete.
+fn ready<R>(node: Rank, name: &'static str, reply: Reply) -> Pending<R> {
+    let cell = SyncCell::new();
+    cell.write(reply);
+    Pending {
+        cell,
+        slot: None,
+        node,
+        name,
+        _result: PhantomData,
+    }
+}
+
+fn local_reply<R: Encode>(result: Result<R, thread::ThreadPanic>, name: &str) -> Reply {
+    match result {
+        Ok(r) => {
+            let mut body = Vec::new();
+            match codec::encode_into(&r, &mut body) {
+                Ok(()) => Reply {
+                    status: wire::STATUS_OK,
+                    body,
+                },
+                Err(e) => Reply {
+                    status: wire::STATUS_ERROR,
+                    body: e.into_bytes(),
+                },
+            }
+        }
+        Err(p) => Reply {
+            status: wire::STATUS_PANIC,
+            body: panic_message(name, &p).into_bytes(),
+        },
+    }
+}
+
+fn panic_message(name: &str, p: &thread::ThreadPanic) -> String {
+    match &p.location {
+        Some(l) => format!("remote function {name} panicked at {l}: {}", p.message),
+        None => format!("remote function {name} panicked: {}", p.message),
+    }
+}
+
+/// Starts `f(args)` on `node` and returns at once; the handle gives the
+/// result. To this node, `f` runs in a new local thread.
+///
+/// # Panics
+///
+/// Panics if `f` is not `#[mttl::remote]`, or the call cannot be sent.
+pub fn ainvoke<F, A>(node: Rank, f: F, args: A) -> Pending<F::Output>
+where
+    F: Remote<A>,
+    A: Encode + 'static,
+    F::Output: Encode + Decode<()>,
+{
+    let entry = entry_of::<F>();
+    if let Err(e) = check_node(node) {
+        return ready(
+            node,
+            entry.name,
+            Reply {
+                status: wire::STATUS_ERROR,
+                body: e.message.into_bytes(),
+            },
+        );
+    }
+    let cell: SyncCell<Reply> = SyncCell::new();
+    let me = runtime::rank();
+    if node == me {
+        let target = cell.clone();
+        let name = entry.name;
+        thread::spawn(name, move || {
+            let result = thread::catch_panic(|| f.call_local(args));
+            target.write(local_reply(result, name));
+        });
+        return Pending {
+            cell,
+            slot: None,
+            node,
+            name: entry.name,
+            _result: PhantomData,
+        };
+    }
+    let mut body = Vec::new();
+    if let Err(e) = codec::encode_into(&args, &mut body) {
+        panic!("invoke of {}: {e}", entry.name);
+    }
+    let slot = with_rt(|rt| {
+        let slot = rt.cells.insert(cell.weak_any(), deliver_reply);
+        let header = HeaderBuf::with_capacity(12).u64(entry.id).u32(slot).bytes;
+        if let Err(e) = rt.post_owned(node, wire::INVOKE, &header, body) {
+            rt.fail(&format!("invoke of {} on rank {node}: {e}", entry.name), 1);
+        }
+        slot
+    });
+    Pending {
+        cell,
+        slot: Some(slot),
+        node,
+        name: entry.name,
+        _result: PhantomData,
+    }
+}
+
+/// Calls `f(args)` on `node` and returns its result; blocks only the
+/// calling thread. A remote panic comes back as the error.
+#[track_caller]
+pub fn try_invoke<F, A>(node: Rank, f: F, args: A) -> Result<F::Output, RemoteError>
+where
+    F: Remote<A>,
+    A: Encode + 'static,
+    F::Output: Encode + Decode<()>,
+{
+    let entry = entry_of::<F>();
+    check_node(node)?;
+    if node == runtime::rank() {
+        return thread::catch_panic(|| f.call_local(args)).map_err(|p| RemoteError {
+            rank: node,
+            message: panic_message(entry.name, &p),
+        });
+    }
+    ainvoke(node, f, args).try_wait()
+}
+
+/// Calls `f(args)` on `node` and returns its result; blocks only the
+/// calling thread (paper: `invoke(node, f, args...)`).
+///
+/// # Panics
+///
+/// Panics if `f` panicked on `node` (with its message), if `f` is not
+/// `#[mttl::remote]`, or if `node` does not exist.
+#[track_caller]
+pub fn invoke<F, A>(node: Rank, f: F, args: A) -> F::Output
+where
+    F: Remote<A>,
+    A: Encode + 'static,
+    F::Output: Encode + Decode<()>,
+{
+    match try_invoke(node, f, args) {
+        Ok(r) => r,
+        Err(e) => panic!("remote call failed {e}"),
+    }
+}
+
+/// Runs `f(args)` on every node (rank order) and waits for all: the SPMD
+/// pattern of the paper's NPB ports, where node 0's main invokes each task
+/// everywhere. Returns the results by rank.
+#[track_caller]
+pub fn spmd<F, A>(f: F, args: A) -> Vec<F::Output>
+where
+    F: Remote<A>,
+    A: Encode + Clone + 'static,
+    F::Output: Encode + Decode<()>,
+{
+    let calls: Vec<_> = (0..runtime::size())
+        .map(|r| ainvoke(r, f, args.clone()))
+        .collect();
+    calls.into_iter().map(Pending::wait).collect()
+}
+
+/// Step 4 on the callee's node: run function `id` for `src` in a new
+/// thread and reply into `cell`.
+pub(crate) fn serve(src: Rank, id: u64, cell: u32, args: Vec<u8>) {
+    let entry = Registry::get().by_id(id);
+    let name = entry.map_or("an unknown remote function", |e| e.name);
+    thread::spawn(name, move || {
+        let (status, body) = run_registered(entry, id, &args);
+        if cell != NO_REPLY {
+            runtime::write_cell(src, cell, status, &body);
+        } else if status != wire::STATUS_OK {
+            eprintln!(
+                "mttl: rank {}: a call from rank {src} failed: {}",
+                runtime::rank(),
+                String::from_utf8_lossy(&body)
+            );
+        }
+    });
+}
+
+fn run_registered(entry: Option<&'static RemoteFn>, id: u64, args: &[u8]) -> (u8, Vec<u8>) {
+    let me = runtime::rank();
+    let Some(entry) = entry else {
+        return (
+            wire::STATUS_ERROR,
+            format!("rank {me} has no remote function with id {id:#018x} (are all ranks the same program?)")
+                .into_bytes(),
+        );
+    };
+    let Callable::Free(call) = entry.callable else {
+        return (
+            wire::STATUS_ERROR,
+            format!(
+                "{} is a member function: invoke it through a GlobalPtr",
+                entry.name
+            )
+            .into_bytes(),
+        );
+    };
+    match thread::catch_panic(|| call(args)) {
+        Ok(Ok(bytes)) => (wire::STATUS_OK, bytes),
+        Ok(Err(e)) => (
+            wire::STATUS_ERROR,
+            format!(
+                "the arguments of {} could not be decoded on rank {me}: {e}",
+                entry.name
+            )
+            .into_bytes(),
+        ),
+        Err(p) => (
+            wire::STATUS_PANIC,
+            panic_message(entry.name, &p).into_bytes(),
+        ),
+    }
+}

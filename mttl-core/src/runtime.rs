@@ -1,0 +1,593 @@
+//! The runtime of one process: its comm backend, the message handler and
+//! the main loop that interleaves mttl threads with message handling.
+//!
+//! One OS thread per process runs everything. The loop:
+//!
+//! 1. run up to [`BATCH`] ready threads ([`thread::run_ready`]);
+//! 2. if a thread panicked (outside a remote function, whose panics go back
+//!    to its caller), stop the job (see *Failure* below);
+//! 3. take messages: without waiting when threads are ready, else spinning
+//!    then parking in the backend (`recv_any` with a timeout); dispatch each
+//!    one on the native stack ([`Runtime::dispatch`]), which may wake or
+//!    spawn threads but never runs user code itself;
+//! 4. repeat until the exit protocol says this node is done.
+//!
+//! # Start-up
+//!
+//! 1. Self-launch if `MTTL_NP` asks for it (see `mttl_comm::launch`).
+//! 2. `Comm::init`; the runtime is installed in a thread-local.
+//! 3. Every rank but 0 sends `HELLO` with its registry digest and listing;
+//!    rank 0 compares each with its own and answers `HELLO_ACK` (ok, or the
+//!    differences, after which every rank exits with status 2).
+//! 4. Rank 0 spawns the user's main as thread `main`; the others serve.
+//!
+//! # Exit protocol
+//!
+//! 1. Rank 0's main returns with an exit code.
+//! 2. Rank 0 sends `EXIT(code)` to every other rank.
+//! 3. Each rank answers `EXIT_ACK` and leaves its loop.
+//! 4. Rank 0 leaves its loop once every `EXIT_ACK` is in.
+//! 5. Every rank unwinds its remaining threads, prints its statistics if
+//!    `MTTL_STATS` is set, calls `Comm::finish` and exits with the code.
+//!
+//! # Failure
+//!
+//! A thread panic, a comm error or a malformed message stops the job: the
+//! rank prints one line naming itself and the cause, sends `ABORT` to every
+//! other rank (which print whose failure stopped them and exit with the same
+//! code), and exits non-zero.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::rc::Weak;
+use std::time::Duration;
+
+use mttl_comm::{AnyComm, Comm, CommError, Message, Rank, Tag};
+
+use crate::registry::Registry;
+use crate::stats::{self, Stats};
+use crate::thread;
+use crate::wire::{self, Fields, HeaderBuf};
+use crate::{coll, global, invoke};
+
+/// Threads run between two looks at the network.
+const BATCH: usize = 64;
+
+/// How long an idle loop parks in the backend before looking again.
+const IDLE_TICK: Duration = Duration::from_secs(1);
+
+/// How long the body of a large message may lag its header.
+const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The exit code of a job stopped by a failure.
+const FAILURE_CODE: i32 = 1;
+
+/// The exit code of a job whose ranks run different programs.
+const MISMATCH_CODE: i32 = 2;
+
+thread_local! {
+    static RUNTIME: RefCell<Option<Runtime>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this process's runtime.
+///
+/// # Panics
+///
+/// Panics outside a running mttl program (no `#[mttl::main]`), or when
+/// called re-entrantly (a runtime bug).
+pub(crate) fn with_rt<R>(f: impl FnOnce(&mut Runtime) -> R) -> R {
+    RUNTIME.with(|cell| {
+        let mut guard = cell.borrow_mut();
+        let rt = guard.as_mut().expect(
+            "the mttl runtime is not running: call mttl from #[mttl::main] and what it invokes",
+        );
+        f(rt)
+    })
+}
+
+/// Like [`with_rt`], doing nothing when the runtime is absent or busy (for
+/// destructors).
+pub(crate) fn try_with_rt(f: impl FnOnce(&mut Runtime)) {
+    let _ = RUNTIME.try_with(|cell| {
+        if let Ok(mut guard) = cell.try_borrow_mut() {
+            if let Some(rt) = guard.as_mut() {
+                f(rt);
+            }
+        }
+    });
+}
+
+/// This process's rank (node number).
+pub fn rank() -> Rank {
+    with_rt(|rt| rt.rank)
+}
+
+/// The number of processes (nodes) in the job.
+pub fn size() -> usize {
+    with_rt(|rt| rt.size)
+}
+
+/// The name of the backend in use: `"tcp"` or `"mpi"`.
+pub fn backend_name() -> &'static str {
+    with_rt(|rt| rt.comm.backend_name())
+}
+
+/// This rank's communication statistics so far.
+pub fn stats() -> Stats {
+    with_rt(|rt| rt.stats)
+}
+
+/// Decodes a remote write into the cell it names.
+pub(crate) type Deliver = fn(cell: &dyn Any, status: u8, body: &[u8]) -> Result<(), String>;
+
+/// Cells reachable from other nodes: global `SyncCell`s and invoke replies.
+#[derive(Default)]
+pub(crate) struct CellTable {
+    slots: Vec<Option<(Weak<dyn Any>, Deliver)>>,
+    free: Vec<u32>,
+}
+
+impl std::fmt::Debug for CellTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CellTable({} slots, {} free)",
+            self.slots.len(),
+            self.free.len()
+        )
+    }
+}
+
+impl CellTable {
+    pub(crate) fn insert(&mut self, cell: Weak<dyn Any>, deliver: Deliver) -> u32 {
+        match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some((cell, deliver));
+                s
+            }
+            None => {
+                self.slots.push(Some((cell, deliver)));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    pub(crate) fn remove(&mut self, slot: u32) {
+        if let Some(s) = self.slots.get_mut(slot as usize) {
+            if s.take().is_some() {
+                self.free.push(slot);
+            }
+        }
+    }
+
+    /// Hands a remote write to its cell.
+    pub(crate) fn deliver(&mut self, slot: u32, status: u8, body: &[u8]) -> Result<(), String> {
+        let Some(Some((weak, deliver))) = self.slots.get(slot as usize) else {
+            return Err(format!(
+                "cell {slot} does not exist (it was dropped, or never made global)"
+            ));
+        };
+        let Some(cell) = weak.upgrade() else {
+            return Err(format!("cell {slot} no longer exists"));
+        };
+        deliver(&*cell, status, body)
+    }
+}
+
+/// The runtime of this process.
+#[derive(Debug)]
+pub(crate) struct Runtime {
+    pub(crate) comm: AnyComm,
+    pub(crate) rank: Rank,
+    pub(crate) size: usize,
+    eager_limit: usize,
+    pub(crate) stats: Stats,
+    pub(crate) cells: CellTable,
+    pub(crate) global: global::Memory,
+    pub(crate) coll: coll::State,
+    /// Reusable buffer for small messages (header and body in one).
+    scratch: Vec<u8>,
+    exit_code: Option<i32>,
+    exit_acks: usize,
+}
+
+impl Runtime {
+    fn new(comm: AnyComm) -> Result<Runtime, String> {
+        let eager_limit = match std::env::var("MTTL_EAGER_LIMIT") {
+            Ok(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| format!("MTTL_EAGER_LIMIT={v:?} is not a number of bytes"))?,
+            Err(_) => 64 * 1024,
+        };
+        Ok(Runtime {
+            rank: comm.rank(),
+            size: comm.size(),
+            comm,
+            eager_limit,
+            stats: Stats::default(),
+            cells: CellTable::default(),
+            global: global::Memory::default(),
+            coll: coll::State::default(),
+            scratch: Vec::with_capacity(4096),
+            exit_code: None,
+            exit_acks: 0,
+        })
+    }
+
+    /// Sends a message of `kind` with `header` and `body` to `dest`,
+    /// splitting a large body off (see [`wire`]). Returns when both buffers
+    /// may be reused.
+    pub(crate) fn post(
+        &mut self,
+        dest: Rank,
+        kind: Tag,
+        header: &[u8],
+        body: &[u8],
+    ) -> Result<(), CommError> {
+        if body.len() > self.eager_limit {
+            self.comm.send(dest, kind | wire::LARGE, header)?;
+            self.stats.sent(true, header.len());
+            self.comm.send(dest, wire::DATA, body)?;
+            self.stats.sent(true, body.len());
+            return Ok(());
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(header);
+        self.scratch.extend_from_slice(body);
+        self.stats.sent(true, self.scratch.len());
+        self.comm.send(dest, kind, &self.scratch)
+    }
+
+    /// Like [`post`](Self::post), with a body the comm layer may own: a
+    /// large one goes by `nsend` without a copy.
+    pub(crate) fn post_owned(
+        &mut self,
+        dest: Rank,
+        kind: Tag,
+        header: &[u8],
+        body: Vec<u8>,
+    ) -> Result<(), CommError> {
+        if body.len() > self.eager_limit && dest != self.rank {
+            self.comm.send(dest, kind | wire::LARGE, header)?;
+            self.stats.sent(true, header.len());
+            self.stats.sent(false, body.len());
+            let h = self.comm.nsend(dest, wire::DATA, body)?;
+            // Completion is checked later; TCP and MPI keep the buffer.
+            self.stats.test += 1;
+            let _ = self.comm.send_done(h)?;
+            return Ok(());
+        }
+        self.post(dest, kind, header, &body)
+    }
+
+    /// Stops the job because of `why` (see *Failure*). Never returns.
+    pub(crate) fn fail(&mut self, why: &str, code: i32) -> ! {
+        eprintln!("mttl: rank {}: {why}", self.rank);
+        let header = HeaderBuf::with_capacity(4).i32(code).bytes;
+        let body = format!("rank {}: {why}", self.rank);
+        let me = self.rank;
+        for r in (0..self.size).filter(|&r| r != me) {
+            let _ = self.post(r, wire::ABORT, &header, body.as_bytes());
+        }
+        std::process::exit(code);
+    }
+
+    /// Dispatches one message (step 3 of the loop).
+    fn dispatch(&mut self, m: Message) {
+        let src = m.source;
+        let large = m.tag & wire::LARGE != 0;
+        let kind = m.tag & !wire::LARGE;
+        let Some(hlen) = wire::header_len(kind) else {
+            self.fail(
+                &format!("malformed message from rank {src}: unknown kind {}", m.tag),
+                FAILURE_CODE,
+            );
+        };
+        let mut header = m.data;
+        if header.len() < hlen || (large && header.len() != hlen) {
+            self.fail(
+                &format!(
+                    "malformed message from rank {src}: kind {kind} needs a {hlen}-byte header, got {} bytes",
+                    header.len()
+                ),
+                FAILURE_CODE,
+            );
+        }
+        let body = if large {
+            // Step 3 of the large-message protocol: the body comes next.
+            let body = match self.comm.recv_from(src, Some(BODY_TIMEOUT)) {
+                Ok(Some(b)) if b.tag == wire::DATA => b.data,
+                Ok(Some(b)) => self.fail(
+                    &format!("malformed message from rank {src}: a large message's body has tag {}", b.tag),
+                    FAILURE_CODE,
+                ),
+                Ok(None) => self.fail(
+                    &format!("rank {src} sent a large message's header but not its body within {BODY_TIMEOUT:?}"),
+                    FAILURE_CODE,
+                ),
+                Err(e) => self.fail(&e.to_string(), FAILURE_CODE),
+            };
+            self.stats.recv += 1;
+            body
+        } else {
+            header.split_off(hlen)
+        };
+        let header = &header[..];
+        let mut f = Fields(header);
+        match kind {
+            wire::INVOKE => {
+                let id = f.u64();
+                let cell = f.u32();
+                invoke::serve(src, id, cell, body);
+            }
+            wire::CELL_WRITE => {
+                let cell = f.u32();
+                let status = f.u8();
+                if let Err(e) = self.cells.deliver(cell, status, &body) {
+                    eprintln!(
+                        "mttl: rank {}: a write from rank {src} was lost: {e}",
+                        self.rank
+                    );
+                }
+            }
+            wire::WRITE
+            | wire::WRITE_ACK
+            | wire::READ
+            | wire::FENCE
+            | wire::ATOMIC
+            | wire::METHOD => {
+                global::dispatch(self, kind, src, header, body);
+            }
+            wire::COLL => coll::dispatch(self, src, header, body),
+            wire::EXIT => {
+                let code = f.i32();
+                if let Err(e) = self.post(src, wire::EXIT_ACK, &[], &[]) {
+                    self.fail(&e.to_string(), FAILURE_CODE);
+                }
+                self.exit_code = Some(code);
+            }
+            wire::EXIT_ACK => self.exit_acks += 1,
+            wire::ABORT => {
+                let code = f.i32();
+                eprintln!(
+                    "mttl: rank {}: stopping because {}",
+                    self.rank,
+                    String::from_utf8_lossy(&body)
+                );
+                std::process::exit(if code == 0 { FAILURE_CODE } else { code });
+            }
+            _ => self.fail(
+                &format!("malformed message from rank {src}: kind {kind} is not expected now"),
+                FAILURE_CODE,
+            ),
+        }
+    }
+
+    fn done(&self) -> bool {
+        match self.exit_code {
+            None => false,
+            Some(_) if self.rank == 0 => self.exit_acks + 1 >= self.size,
+            Some(_) => true,
+        }
+    }
+
+    /// Step 2 of the exit protocol.
+    fn begin_exit(&mut self, code: i32) {
+        self.exit_code = Some(code);
+        let header = HeaderBuf::with_capacity(4).i32(code).bytes;
+        for r in 1..self.size {
+            if let Err(e) = self.post(r, wire::EXIT, &header, &[]) {
+                self.fail(&e.to_string(), FAILURE_CODE);
+            }
+        }
+    }
+}
+
+/// Sends a cell write to `node` (or delivers it here).
+pub(crate) fn write_cell(node: Rank, cell: u32, status: u8, body: &[u8]) {
+    with_rt(|rt| {
+        if node == rt.rank {
+            if let Err(e) = rt.cells.deliver(cell, status, body) {
+                panic!("write to a local SyncCell failed: {e}");
+            }
+            return;
+        }
+        let header = HeaderBuf::with_capacity(5).u32(cell).u8(status).bytes;
+        if let Err(e) = rt.post(node, wire::CELL_WRITE, &header, body) {
+            rt.fail(&e.to_string(), FAILURE_CODE);
+        }
+    })
+}
+
+/// What `#[mttl::main]` may return: `()`, an `i32` exit code, or a
+/// `Result` whose error is printed.
+pub trait MainResult {
+    /// The process exit code.
+    fn exit_code(self) -> i32;
+}
+
+impl MainResult for () {
+    fn exit_code(self) -> i32 {
+        0
+    }
+}
+
+impl MainResult for i32 {
+    fn exit_code(self) -> i32 {
+        self
+    }
+}
+
+impl<E: std::fmt::Debug> MainResult for Result<(), E> {
+    fn exit_code(self) -> i32 {
+        match self {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("Error: {e:?}");
+                1
+            }
+        }
+    }
+}
+
+/// Runs an mttl program: what `#[mttl::main]` expands to. Rank 0 runs
+/// `main`; every other rank serves until rank 0's main returns. Returns the
+/// exit code for the process.
+pub fn start<R: MainResult>(main: impl FnOnce() -> R + 'static) -> i32 {
+    if let Some(code) = mttl_comm::launch::self_launch_from_env() {
+        return code;
+    }
+    let comm = match AnyComm::init() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mttl: {e}");
+            return FAILURE_CODE;
+        }
+    };
+    let rt = match Runtime::new(comm) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mttl: {e}");
+            return FAILURE_CODE;
+        }
+    };
+    let rank = rt.rank;
+    RUNTIME.with(|cell| *cell.borrow_mut() = Some(rt));
+    check_registries();
+    if rank == 0 {
+        thread::spawn("main", move || {
+            let code = main().exit_code();
+            with_rt(|rt| rt.begin_exit(code));
+        });
+    }
+    serve();
+    let rt = RUNTIME.with(|cell| cell.borrow_mut().take());
+    thread::unwind_all();
+    let Some(rt) = rt else { return FAILURE_CODE };
+    let code = rt.exit_code.unwrap_or(FAILURE_CODE);
+    if stats::enabled() {
+        eprintln!("mttl stats rank {}: {}", rt.rank, rt.stats);
+    }
+    if let Err(e) = rt.comm.finish() {
+        eprintln!("mttl: {e}");
+        return if code == 0 { FAILURE_CODE } else { code };
+    }
+    code
+}
+
+/// Start-up step 3.
+fn check_registries() {
+    with_rt(|rt| {
+        let reg = Registry::get();
+        if rt.size == 1 {
+            return;
+        }
+        if rt.rank != 0 {
+            let header = HeaderBuf::with_capacity(8).u64(reg.digest()).bytes;
+            if let Err(e) = rt.post(0, wire::HELLO, &header, reg.listing().as_bytes()) {
+                rt.fail(&e.to_string(), FAILURE_CODE);
+            }
+            let ack = match rt.comm.recv_from(0, None) {
+                Ok(Some(m)) if m.tag == wire::HELLO_ACK && !m.data.is_empty() => m,
+                Ok(_) => rt.fail(
+                    "rank 0 answered the start-up check with something else",
+                    FAILURE_CODE,
+                ),
+                Err(e) => rt.fail(&e.to_string(), FAILURE_CODE),
+            };
+            rt.stats.recv += 1;
+            if ack.data[0] != wire::STATUS_OK {
+                eprintln!(
+                    "mttl: rank {}: refused at start-up: {}",
+                    rt.rank,
+                    String::from_utf8_lossy(&ack.data[1..])
+                );
+                std::process::exit(MISMATCH_CODE);
+            }
+            return;
+        }
+        let mut problems = Vec::new();
+        for _ in 1..rt.size {
+            let m = match rt.comm.recv_any(None) {
+                Ok(Some(m)) if m.tag == wire::HELLO && m.data.len() >= 8 => m,
+                Ok(Some(m)) => rt.fail(
+                    &format!(
+                        "rank {} sent kind {} before the start-up check",
+                        m.source, m.tag
+                    ),
+                    FAILURE_CODE,
+                ),
+                Ok(None) => continue,
+                Err(e) => rt.fail(&e.to_string(), FAILURE_CODE),
+            };
+            rt.stats.recv += 1;
+            let digest = Fields(&m.data[..8]).u64();
+            if digest != reg.digest() {
+                problems
+                    .push(reg.explain_mismatch(m.source, &String::from_utf8_lossy(&m.data[8..])));
+            }
+        }
+        let verdict = if problems.is_empty() {
+            vec![wire::STATUS_OK]
+        } else {
+            let mut v = vec![wire::STATUS_ERROR];
+            v.extend_from_slice(problems.join("\n").as_bytes());
+            v
+        };
+        for r in 1..rt.size {
+            let _ = rt.post(r, wire::HELLO_ACK, &verdict, &[]);
+        }
+        if !problems.is_empty() {
+            eprintln!("mttl: rank 0: refusing to start: {}", problems.join("\n"));
+            // Let the verdicts reach every rank before leaving.
+            let _ = std::mem::replace(&mut rt.exit_code, Some(MISMATCH_CODE));
+            std::thread::sleep(Duration::from_millis(200));
+            std::process::exit(MISMATCH_CODE);
+        }
+    });
+}
+
+/// The main loop (see the module docs).
+fn serve() {
+    loop {
+        let ran = thread::run_ready(BATCH);
+        if thread::pending_panics() > 0 {
+            let p = thread::take_panics().remove(0);
+            let at = p.location.map(|l| format!(" at {l}")).unwrap_or_default();
+            let why = format!("thread '{}' panicked{at}: {}", p.name, p.message);
+            with_rt(|rt| rt.fail(&why, 101));
+        }
+        if with_rt(|rt| rt.done()) {
+            return;
+        }
+        let mut wait = if ran > 0 || thread::ready_threads() > 0 {
+            Some(Duration::ZERO)
+        } else {
+            Some(IDLE_TICK)
+        };
+        // Dispatch what has arrived, then get back to the threads.
+        for _ in 0..BATCH {
+            let got = with_rt(|rt| {
+                let m = rt.comm.recv_any(wait);
+                if let Ok(Some(_)) = &m {
+                    rt.stats.recv += 1;
+                }
+                m
+            });
+            match got {
+                Ok(Some(m)) => {
+                    if with_rt(|rt| {
+                        rt.dispatch(m);
+                        rt.done()
+                    }) {
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => with_rt(|rt| rt.fail(&e.to_string(), FAILURE_CODE)),
+            }
+            wait = Some(Duration::ZERO);
+        }
+    }
+}
