@@ -11,8 +11,6 @@ pub(crate) struct State {}
 
 /// Handles a collective message.
 pub(crate) fn dispatch(rt: &mut Runtime, src: Rank, _header: &[u8], _body: Vec<u8>) {
-    rt.fail(
-        &format!("rank {src} sent a collective message, not supported yet"),
-        1,
-    );
+    let _ = &rt.coll;
+    rt.fail(&format!("rank {src} sent a collective message, not supported yet"), 1);
 }

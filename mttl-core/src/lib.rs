@@ -35,6 +35,7 @@ pub use invoke::{ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError
 pub use registry::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};
 pub use runtime::{backend_name, rank, size, start, stats, MainResult};
 pub use stats::Stats;
+pub use global::fence;
 pub use sync::{GlobalSync, SyncCell};
 pub use thread::yield_now;
 
