@@ -1,0 +1,235 @@
+//! One side of a two-rank benchmark: the few operations the measurement
+//! loops need, implemented on mttl's [`Comm`] (any backend) and on raw rsmpi
+//! (cargo feature `mpi`), so both run the very same loops.
+//!
+//! Each implementation uses its API the way a program would: mttl receives
+//! into a fresh `Vec` per message and `nsend` takes owned buffers; rsmpi
+//! receives into one reused buffer and `Isend`s the same buffer repeatedly.
+
+use mttl_comm::{AnyComm, Comm, Rank, SendHandle, Tag};
+
+use super::error::CommBenchError;
+
+/// The tag of every benchmark message.
+const TAG: Tag = 7;
+
+/// One of the two ranks of a benchmark job.
+pub(super) trait Endpoint {
+    /// This process's rank, 0 or 1.
+    fn rank(&self) -> usize;
+
+    /// The other rank.
+    fn peer(&self) -> usize {
+        1 - self.rank()
+    }
+
+    /// Sends `data` to the peer and returns when `data` may be reused.
+    fn send(&mut self, data: &[u8]) -> Result<(), CommBenchError>;
+
+    /// Receives the peer's next message, keeps it, and returns its length.
+    fn recv(&mut self) -> Result<usize, CommBenchError>;
+
+    /// The message last received.
+    fn last(&self) -> &[u8];
+
+    /// Sends the message last received back to the peer.
+    fn reply(&mut self) -> Result<(), CommBenchError>;
+
+    /// Readies `count` copies of `data` for [`send_window`](Self::send_window)
+    /// (outside the timed region: mttl's `nsend` consumes owned buffers).
+    fn prepare_window(&mut self, data: &[u8], count: usize);
+
+    /// Starts `count` non-blocking sends of `data` (of the buffers readied by
+    /// [`prepare_window`](Self::prepare_window)) and waits until all complete.
+    fn send_window(&mut self, data: &[u8], count: usize) -> Result<(), CommBenchError>;
+}
+
+/// An endpoint on mttl's communication layer.
+#[derive(Debug)]
+pub(super) struct MttlEndpoint {
+    comm: AnyComm,
+    last: Vec<u8>,
+    window: Vec<Vec<u8>>,
+    handles: Vec<SendHandle>,
+}
+
+impl MttlEndpoint {
+    /// Wraps a joined communicator of a two-rank job.
+    pub(super) fn new(comm: AnyComm) -> MttlEndpoint {
+        MttlEndpoint {
+            comm,
+            last: Vec::new(),
+            window: Vec::new(),
+            handles: Vec::new(),
+        }
+    }
+
+    /// The communicator back, to `finish` it.
+    pub(super) fn into_comm(self) -> AnyComm {
+        self.comm
+    }
+}
+
+impl Endpoint for MttlEndpoint {
+    fn rank(&self) -> usize {
+        self.comm.rank()
+    }
+
+    fn send(&mut self, data: &[u8]) -> Result<(), CommBenchError> {
+        let peer: Rank = self.peer();
+        Ok(self.comm.send(peer, TAG, data)?)
+    }
+
+    fn recv(&mut self) -> Result<usize, CommBenchError> {
+        let peer = self.peer();
+        match self.comm.recv_from(peer, None)? {
+            Some(message) => {
+                self.last = message.data;
+                Ok(self.last.len())
+            }
+            None => Err(CommBenchError::Protocol {
+                rank: self.rank(),
+                detail: "a receive without a timeout returned no message".into(),
+            }),
+        }
+    }
+
+    fn last(&self) -> &[u8] {
+        &self.last
+    }
+
+    fn reply(&mut self) -> Result<(), CommBenchError> {
+        let peer = self.peer();
+        Ok(self.comm.send(peer, TAG, &self.last)?)
+    }
+
+    fn prepare_window(&mut self, data: &[u8], count: usize) {
+        self.window.clear();
+        self.window.extend((0..count).map(|_| data.to_vec()));
+    }
+
+    fn send_window(&mut self, _data: &[u8], count: usize) -> Result<(), CommBenchError> {
+        let peer = self.peer();
+        if self.window.len() != count {
+            return Err(CommBenchError::Protocol {
+                rank: self.rank(),
+                detail: format!(
+                    "a window of {count} sends was started with {} buffers ready",
+                    self.window.len()
+                ),
+            });
+        }
+        self.handles.clear();
+        for buffer in self.window.drain(..) {
+            self.handles.push(self.comm.nsend(peer, TAG, buffer)?);
+        }
+        // Sends to one peer complete in order: wait for each in turn.
+        for &handle in &self.handles {
+            while !self.comm.send_done(handle)? {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "mpi")]
+pub(super) use raw::RawMpiEndpoint;
+
+#[cfg(feature = "mpi")]
+mod raw {
+    //! The baseline: plain rsmpi on `MPI_COMM_WORLD`, no mttl.
+
+    use mpi::datatype::Equivalence;
+    use mpi::point_to_point::{Destination, Source};
+    use mpi::topology::{Communicator, SimpleCommunicator};
+
+    use super::{CommBenchError, Endpoint};
+
+    /// An endpoint on raw rsmpi `Send` / `Recv` / `Isend`.
+    pub(in crate::bench::comm) struct RawMpiEndpoint {
+        world: SimpleCommunicator,
+        buffer: Vec<u8>,
+        len: usize,
+    }
+
+    impl std::fmt::Debug for RawMpiEndpoint {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("RawMpiEndpoint")
+                .field("rank", &self.world.rank())
+                .field("buffer_len", &self.buffer.len())
+                .field("len", &self.len)
+                .finish()
+        }
+    }
+
+    impl RawMpiEndpoint {
+        /// An endpoint on `world` able to receive messages of `max_len` bytes.
+        pub(in crate::bench::comm) fn new(
+            world: SimpleCommunicator,
+            max_len: usize,
+        ) -> RawMpiEndpoint {
+            RawMpiEndpoint {
+                world,
+                buffer: vec![0; max_len],
+                len: 0,
+            }
+        }
+    }
+
+    impl Endpoint for RawMpiEndpoint {
+        fn rank(&self) -> usize {
+            // A rank is never negative.
+            self.world.rank().unsigned_abs() as usize
+        }
+
+        fn send(&mut self, data: &[u8]) -> Result<(), CommBenchError> {
+            self.world.process_at_rank(self.peer_mpi()).send(data);
+            Ok(())
+        }
+
+        fn recv(&mut self) -> Result<usize, CommBenchError> {
+            let peer = self.peer_mpi();
+            let status = self
+                .world
+                .process_at_rank(peer)
+                .receive_into(&mut self.buffer[..]);
+            let count = status.count(u8::equivalent_datatype());
+            self.len = usize::try_from(count).map_err(|_| CommBenchError::Protocol {
+                rank: self.rank(),
+                detail: format!("MPI reported a message of {count} elements"),
+            })?;
+            Ok(self.len)
+        }
+
+        fn last(&self) -> &[u8] {
+            &self.buffer[..self.len]
+        }
+
+        fn reply(&mut self) -> Result<(), CommBenchError> {
+            let peer = self.peer_mpi();
+            self.world
+                .process_at_rank(peer)
+                .send(&self.buffer[..self.len]);
+            Ok(())
+        }
+
+        fn prepare_window(&mut self, _data: &[u8], _count: usize) {}
+
+        fn send_window(&mut self, data: &[u8], count: usize) -> Result<(), CommBenchError> {
+            let peer = self.world.process_at_rank(self.peer_mpi());
+            mpi::request::multiple_scope(count, |scope, requests| {
+                for _ in 0..count {
+                    requests.add(peer.immediate_send(scope, data));
+                }
+                let mut done = Vec::with_capacity(count);
+                requests.wait_all(&mut done);
+            });
+            Ok(())
+        }
+    }
+
+    impl RawMpiEndpoint {
+        fn peer_mpi(&self) -> mpi::Rank {
+            1 - self.world.rank()
+        }
+    }
+}

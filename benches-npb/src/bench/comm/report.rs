@@ -1,0 +1,539 @@
+//! From runs to figures: the best run per configuration and size, the two
+//! tables, the targets check, and the `--json` document.
+//!
+//! A figure is the median of one run's samples (robust against a stray
+//! slow sample), and of the K runs the best is kept: the lowest round trip,
+//! the highest bandwidth (the VM is shared; slower runs measure neighbours).
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+use super::measure::{Plan, SAMPLES};
+use super::results::RunResult;
+use super::Config;
+
+/// The best figures of one configuration at one size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Best {
+    /// The plan the runs used.
+    pub(super) plan: Plan,
+    /// The lowest per-run median round trip, µs.
+    pub(super) rtt_us: f64,
+    /// The lowest round-trip sample of any run, µs.
+    pub(super) rtt_min_us: f64,
+    /// The highest per-run median bandwidth, bytes per second.
+    pub(super) bw_bytes_per_s: f64,
+    /// The highest bandwidth sample of any run, bytes per second.
+    pub(super) bw_max_bytes_per_s: f64,
+}
+
+/// Everything measured in one invocation.
+#[derive(Debug, Clone)]
+pub(super) struct Summary {
+    sizes: Vec<usize>,
+    configs: Vec<ConfigSummary>,
+}
+
+#[derive(Debug, Clone)]
+struct ConfigSummary {
+    config: Config,
+    backend: String,
+    runs: usize,
+    /// By size, in the order of `Summary::sizes`.
+    best: Vec<Option<Best>>,
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if sorted.is_empty() {
+        return None;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    Some(if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    })
+}
+
+fn best_of(size: usize, runs: &[RunResult]) -> Option<Best> {
+    let mut best: Option<Best> = None;
+    for s in runs
+        .iter()
+        .flat_map(|r| &r.sizes)
+        .filter(|s| s.plan.size == size)
+    {
+        let (Some(rtt), Some(bw)) = (median(&s.rtt_us), median(&s.bw_bytes_per_s)) else {
+            continue;
+        };
+        let rtt_min = s.rtt_us.iter().copied().fold(f64::INFINITY, f64::min);
+        let bw_max = s.bw_bytes_per_s.iter().copied().fold(0.0, f64::max);
+        let b = best.get_or_insert(Best {
+            plan: s.plan,
+            rtt_us: rtt,
+            rtt_min_us: rtt_min,
+            bw_bytes_per_s: bw,
+            bw_max_bytes_per_s: bw_max,
+        });
+        b.rtt_us = b.rtt_us.min(rtt);
+        b.rtt_min_us = b.rtt_min_us.min(rtt_min);
+        b.bw_bytes_per_s = b.bw_bytes_per_s.max(bw);
+        b.bw_max_bytes_per_s = b.bw_max_bytes_per_s.max(bw_max);
+    }
+    best
+}
+
+/// `size` as a short label: `8`, `4K`, `16M`.
+pub(super) fn size_label(size: usize) -> String {
+    const UNITS: [(usize, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    for (unit, suffix) in UNITS {
+        if size >= unit && size % unit == 0 {
+            return format!("{}{suffix}", size / unit);
+        }
+    }
+    size.to_string()
+}
+
+fn fmt_us(us: f64) -> String {
+    if us < 100.0 {
+        format!("{us:.2}")
+    } else if us < 10_000.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.0}")
+    }
+}
+
+fn mib_per_s(bytes_per_s: f64) -> f64 {
+    bytes_per_s / f64::from(1u32 << 20)
+}
+
+fn fmt_mib(bytes_per_s: f64) -> String {
+    let mib = mib_per_s(bytes_per_s);
+    if mib < 100.0 {
+        format!("{mib:.1}")
+    } else {
+        format!("{mib:.0}")
+    }
+}
+
+/// Renders right-aligned columns; `gaps` lists the columns after which a
+/// `|` separates groups.
+fn render(headers: &[String], rows: &[Vec<String>], gaps: &[usize]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            let _ = write!(out, "{cell:>w$}");
+            if i + 1 < cells.len() {
+                out.push_str(if gaps.contains(&i) { " | " } else { "  " });
+            }
+        }
+        out.push('\n');
+        out
+    };
+    let mut out = line(headers);
+    for row in rows {
+        out.push_str(&line(row));
+    }
+    out
+}
+
+/// Whether a target was met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    Met,
+    Missed,
+    NotMeasured,
+}
+
+impl Verdict {
+    fn word(self) -> &'static str {
+        match self {
+            Verdict::Met => "met",
+            Verdict::Missed => "MISSED",
+            Verdict::NotMeasured => "not measured",
+        }
+    }
+}
+
+/// One performance target and how the figures compare with it.
+#[derive(Debug, Clone)]
+pub(super) struct Target {
+    pub(super) name: &'static str,
+    pub(super) verdict: Verdict,
+    pub(super) detail: String,
+}
+
+impl Summary {
+    /// Summarises the runs of each configuration at `sizes`.
+    pub(super) fn new(sizes: &[usize], runs: &[(Config, Vec<RunResult>)]) -> Summary {
+        let configs = runs
+            .iter()
+            .map(|(config, runs)| ConfigSummary {
+                config: *config,
+                backend: runs.first().map(|r| r.backend.clone()).unwrap_or_default(),
+                runs: runs.len(),
+                best: sizes.iter().map(|&size| best_of(size, runs)).collect(),
+            })
+            .collect();
+        Summary {
+            sizes: sizes.to_vec(),
+            configs,
+        }
+    }
+
+    /// The best figures of `config` at `size`, if measured.
+    pub(super) fn get(&self, config: Config, size: usize) -> Option<Best> {
+        let i = self.sizes.iter().position(|&s| s == size)?;
+        self.configs
+            .iter()
+            .find(|c| c.config == config)
+            .and_then(|c| c.best[i])
+    }
+
+    fn has(&self, config: Config) -> bool {
+        self.configs.iter().any(|c| c.config == config)
+    }
+
+    /// The round-trip and bandwidth tables.
+    pub(super) fn tables(&self) -> String {
+        let tcp_pair = self.has(Config::Tcp) && self.has(Config::RawMpiTcp);
+        let mpi_pair = self.has(Config::Mpi) && self.has(Config::RawMpi);
+        let cell = |v: Option<f64>, f: fn(f64) -> String| v.map_or("-".to_owned(), f);
+        let mut out = String::new();
+        for bandwidth in [false, true] {
+            let mut headers = vec!["size".to_owned()];
+            let mut gaps = vec![0];
+            for group in [
+                [Config::Tcp, Config::RawMpiTcp],
+                [Config::Mpi, Config::RawMpi],
+            ] {
+                let present: Vec<Config> = group.into_iter().filter(|&c| self.has(c)).collect();
+                if present.is_empty() {
+                    continue;
+                }
+                headers.extend(present.iter().map(|c| c.column().to_owned()));
+                match group[0] {
+                    Config::Tcp if tcp_pair => headers.push("tcp/ompi".into()),
+                    Config::Mpi if mpi_pair && bandwidth => headers.push("mpi/raw".into()),
+                    Config::Mpi if mpi_pair => {
+                        headers.push("mpi-raw µs".into());
+                        headers.push("mpi/raw".into());
+                    }
+                    _ => {}
+                }
+                gaps.push(headers.len() - 1);
+            }
+            let figure = |config: Config, size: usize| {
+                self.get(config, size).map(|b| {
+                    if bandwidth {
+                        b.bw_bytes_per_s
+                    } else {
+                        b.rtt_us
+                    }
+                })
+            };
+            let rows: Vec<Vec<String>> = self
+                .sizes
+                .iter()
+                .map(|&size| {
+                    let mut row = vec![size_label(size)];
+                    let value_fmt: fn(f64) -> String = if bandwidth { fmt_mib } else { fmt_us };
+                    let ratio = |a: Option<f64>, b: Option<f64>| {
+                        cell(a.zip(b).map(|(a, b)| a / b), |r| format!("{r:.2}"))
+                    };
+                    for group in [
+                        [Config::Tcp, Config::RawMpiTcp],
+                        [Config::Mpi, Config::RawMpi],
+                    ] {
+                        for c in group.into_iter().filter(|&c| self.has(c)) {
+                            row.push(cell(figure(c, size), value_fmt));
+                        }
+                        let (a, b) = (figure(group[0], size), figure(group[1], size));
+                        match group[0] {
+                            Config::Tcp if tcp_pair => row.push(ratio(a, b)),
+                            Config::Mpi if mpi_pair && bandwidth => row.push(ratio(a, b)),
+                            Config::Mpi if mpi_pair => {
+                                row.push(cell(a.zip(b).map(|(a, b)| a - b), |d| {
+                                    format!("{d:+.2}")
+                                }));
+                                row.push(ratio(a, b));
+                            }
+                            _ => {}
+                        }
+                    }
+                    row
+                })
+                .collect();
+            out.push_str(if bandwidth {
+                "\nStreaming bandwidth, MiB/s of payload (higher is better)\n"
+            } else {
+                "Round trip, µs (lower is better; one-way latency is half)\n"
+            });
+            gaps.pop();
+            out.push_str(&render(&headers, &rows, &gaps));
+        }
+        out
+    }
+
+    /// The project's performance targets, checked against the figures.
+    pub(super) fn targets(&self) -> Vec<Target> {
+        let mut targets = Vec::new();
+        let kib4 = 4 << 10;
+        let mib1 = 1 << 20;
+        let pair = |a: Config, b: Config, size: usize| self.get(a, size).zip(self.get(b, size));
+        let not_measured = |what: String| (Verdict::NotMeasured, what);
+        let needs = |a: Config, b: Config, size: usize| {
+            format!(
+                "needs {} and {} at {}",
+                a.name(),
+                b.name(),
+                size_label(size)
+            )
+        };
+
+        let (verdict, detail) = match pair(Config::Mpi, Config::RawMpi, 8) {
+            Some((m, r)) => {
+                let delta = m.rtt_us - r.rtt_us;
+                let v = if delta <= 0.1 {
+                    Verdict::Met
+                } else {
+                    Verdict::Missed
+                };
+                (
+                    v,
+                    format!("{:.3} vs {:.3} µs: {delta:+.3} µs", m.rtt_us, r.rtt_us),
+                )
+            }
+            None => not_measured(needs(Config::Mpi, Config::RawMpi, 8)),
+        };
+        targets.push(Target {
+            name: "mttl MPI backend: 8 B round trip at most 0.1 µs above raw rsmpi",
+            verdict,
+            detail,
+        });
+
+        let mut compared = 0;
+        let mut misses = Vec::new();
+        for &size in self.sizes.iter().filter(|&&s| s >= kib4) {
+            if let Some((m, r)) = pair(Config::Mpi, Config::RawMpi, size) {
+                compared += 1;
+                let rtt = m.rtt_us / r.rtt_us;
+                let bw = m.bw_bytes_per_s / r.bw_bytes_per_s;
+                if rtt > 1.05 {
+                    misses.push(format!("{} round trip {rtt:.3}x", size_label(size)));
+                }
+                if bw < 0.95 {
+                    misses.push(format!("{} bandwidth {bw:.3}x", size_label(size)));
+                }
+            }
+        }
+        let (verdict, detail) = if compared == 0 {
+            not_measured(format!(
+                "needs {} and {} at sizes of 4K or more",
+                Config::Mpi.name(),
+                Config::RawMpi.name()
+            ))
+        } else if misses.is_empty() {
+            (Verdict::Met, format!("{compared} sizes compared"))
+        } else {
+            (Verdict::Missed, misses.join(", "))
+        };
+        targets.push(Target {
+            name: "mttl MPI backend: within 5% of raw rsmpi at 4 KiB and above",
+            verdict,
+            detail,
+        });
+
+        let (verdict, detail) = match self.get(Config::Tcp, 8) {
+            Some(t) => {
+                let v = if t.rtt_us <= 10.0 {
+                    Verdict::Met
+                } else {
+                    Verdict::Missed
+                };
+                (v, format!("{:.2} µs", t.rtt_us))
+            }
+            None => not_measured(format!("needs {} at 8", Config::Tcp.name())),
+        };
+        targets.push(Target {
+            name: "mttl TCP backend: 8 B round trip at most 10 µs",
+            verdict,
+            detail,
+        });
+
+        let (verdict, detail) = match pair(Config::Tcp, Config::RawMpiTcp, 8) {
+            Some((t, o)) => {
+                let v = if t.rtt_us <= o.rtt_us {
+                    Verdict::Met
+                } else {
+                    Verdict::Missed
+                };
+                (v, format!("{:.2} vs {:.2} µs", t.rtt_us, o.rtt_us))
+            }
+            None => not_measured(needs(Config::Tcp, Config::RawMpiTcp, 8)),
+        };
+        targets.push(Target {
+            name: "mttl TCP backend: 8 B round trip not slower than Open MPI's TCP transport",
+            verdict,
+            detail,
+        });
+
+        let (verdict, detail) = match pair(Config::Tcp, Config::RawMpiTcp, mib1) {
+            Some((t, o)) => {
+                let ratio = t.bw_bytes_per_s / o.bw_bytes_per_s;
+                let v = if ratio >= 0.9 {
+                    Verdict::Met
+                } else {
+                    Verdict::Missed
+                };
+                (
+                    v,
+                    format!(
+                        "{} vs {} MiB/s: {ratio:.2}x",
+                        fmt_mib(t.bw_bytes_per_s),
+                        fmt_mib(o.bw_bytes_per_s)
+                    ),
+                )
+            }
+            None => not_measured(needs(Config::Tcp, Config::RawMpiTcp, mib1)),
+        };
+        targets.push(Target {
+            name: "mttl TCP backend: 1 MiB bandwidth at least 0.9x Open MPI's TCP transport",
+            verdict,
+            detail,
+        });
+        targets
+    }
+
+    /// The targets as text, one per line.
+    pub(super) fn targets_text(&self) -> String {
+        let mut out = String::from("\nTargets\n");
+        for t in self.targets() {
+            let _ = writeln!(out, "  [{}] {} ({})", t.verdict.word(), t.name, t.detail);
+        }
+        out
+    }
+
+    /// The whole invocation as one JSON document.
+    pub(super) fn to_json(&self, reps: u32, method: &[String], notes: &[String]) -> Value {
+        let configs: Vec<Value> = self
+            .configs
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": c.config.name(),
+                    "column": c.config.column(),
+                    "description": c.config.description(),
+                    "backend": c.backend,
+                    "runs": c.runs,
+                })
+            })
+            .collect();
+        let mut results = serde_json::Map::new();
+        for c in &self.configs {
+            let rows: Vec<Value> = self
+                .sizes
+                .iter()
+                .zip(&c.best)
+                .filter_map(|(&size, best)| {
+                    best.map(|b| {
+                        json!({
+                            "size": size,
+                            "rtt_us": b.rtt_us,
+                            "rtt_min_us": b.rtt_min_us,
+                            "bw_bytes_per_s": b.bw_bytes_per_s,
+                            "bw_mib_per_s": mib_per_s(b.bw_bytes_per_s),
+                            "bw_max_bytes_per_s": b.bw_max_bytes_per_s,
+                            "rtt_iters": b.plan.rtt_iters,
+                            "window": b.plan.window,
+                            "windows": b.plan.windows,
+                        })
+                    })
+                })
+                .collect();
+            results.insert(c.config.name().to_owned(), Value::Array(rows));
+        }
+        let targets: Vec<Value> = self
+            .targets()
+            .into_iter()
+            .map(|t| json!({ "target": t.name, "status": t.verdict.word(), "detail": t.detail }))
+            .collect();
+        json!({
+            "benchmark": "comm",
+            "ranks": 2,
+            "reps": reps,
+            "samples": SAMPLES,
+            "sizes": self.sizes,
+            "method": method,
+            "configs": configs,
+            "results": results,
+            "targets": targets,
+            "notes": notes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::comm::measure::SizeSamples;
+
+    fn run(rtt: &[f64], bw: &[f64]) -> RunResult {
+        RunResult {
+            backend: "tcp".into(),
+            sizes: vec![SizeSamples {
+                plan: Plan::for_size(8),
+                rtt_us: rtt.to_vec(),
+                bw_bytes_per_s: bw.to_vec(),
+            }],
+        }
+    }
+
+    #[test]
+    fn best_run_median_is_kept() {
+        let runs = vec![
+            run(&[10.0, 30.0, 12.0], &[1.0, 5.0, 3.0]),
+            run(&[9.0, 11.0, 50.0], &[2.0, 2.0, 9.0]),
+        ];
+        let summary = Summary::new(&[8], &[(Config::Tcp, runs)]);
+        let best = summary.get(Config::Tcp, 8).expect("8 was measured");
+        assert_eq!(best.rtt_us, 11.0);
+        assert_eq!(best.rtt_min_us, 9.0);
+        assert_eq!(best.bw_bytes_per_s, 3.0);
+        assert_eq!(best.bw_max_bytes_per_s, 9.0);
+        assert!(summary.get(Config::Tcp, 16).is_none());
+        assert!(summary.get(Config::Mpi, 8).is_none());
+    }
+
+    #[test]
+    fn labels_use_binary_units() {
+        assert_eq!(size_label(8), "8");
+        assert_eq!(size_label(4096), "4K");
+        assert_eq!(size_label(16 << 20), "16M");
+        assert_eq!(size_label(1000), "1000");
+    }
+
+    #[test]
+    fn tcp_targets_are_judged_and_others_not_measured() {
+        let summary = Summary::new(&[8], &[(Config::Tcp, vec![run(&[9.0], &[1.0])])]);
+        let targets = summary.targets();
+        let verdict = |name: &str| {
+            targets
+                .iter()
+                .find(|t| t.name.contains(name))
+                .map(|t| t.verdict)
+        };
+        assert_eq!(verdict("at most 10"), Some(Verdict::Met));
+        assert_eq!(verdict("0.1 µs"), Some(Verdict::NotMeasured));
+        assert!(summary.tables().contains("9.00"));
+    }
+}

@@ -1,0 +1,100 @@
+//! `mttl-bench comm` end to end on the TCP backend: the orchestrator
+//! launches its two-rank workers twice, gathers their results and prints a
+//! JSON document with a positive round trip and bandwidth for every size.
+//! A smoke test of the machinery; it asserts no speed.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn tcp_sweep_reports_positive_figures_for_every_size() {
+    let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
+        .args([
+            "comm",
+            "--sizes",
+            "8,64K",
+            "--reps",
+            "2",
+            "--backends",
+            "tcp",
+            "--json",
+        ])
+        .output()
+        .expect("mttl-bench starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "mttl-bench comm failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    let doc: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+
+    assert_eq!(doc["benchmark"], "comm");
+    assert_eq!(doc["reps"], 2);
+    let configs = doc["configs"].as_array().expect("a configs list");
+    assert_eq!(configs.len(), 1, "only tcp was asked for: {configs:?}");
+    assert_eq!(configs[0]["name"], "tcp");
+    assert_eq!(configs[0]["backend"], "tcp");
+    assert_eq!(configs[0]["runs"], 2);
+
+    let rows = doc["results"]["tcp"].as_array().expect("tcp results");
+    let sizes: Vec<u64> = rows.iter().filter_map(|r| r["size"].as_u64()).collect();
+    assert_eq!(sizes, [8, 64 << 10], "one row per size asked for, in order");
+    for row in rows {
+        for field in ["rtt_us", "rtt_min_us", "bw_bytes_per_s", "bw_mib_per_s"] {
+            let figure = row[field].as_f64().unwrap_or(f64::NAN);
+            assert!(
+                figure.is_finite() && figure > 0.0,
+                "size {}: {field} is {figure}, not a positive figure",
+                row["size"]
+            );
+        }
+        assert!(row["rtt_min_us"].as_f64() <= row["rtt_us"].as_f64());
+    }
+
+    let targets = doc["targets"].as_array().expect("a targets list");
+    let tcp_latency = targets
+        .iter()
+        .find(|t| {
+            t["target"]
+                .as_str()
+                .is_some_and(|n| n.contains("at most 10 µs"))
+        })
+        .expect("the TCP 8 B round-trip target is judged");
+    assert!(
+        tcp_latency["status"] == "met" || tcp_latency["status"] == "MISSED",
+        "8 B was measured, so the target is judged: {tcp_latency}"
+    );
+}
+
+#[test]
+fn mpi_configurations_need_the_mpi_feature() {
+    if cfg!(feature = "mpi") {
+        // Built with MPI, raw-mpi is a valid configuration: nothing to refuse.
+        return;
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
+        .args([
+            "comm",
+            "--sizes",
+            "8",
+            "--reps",
+            "1",
+            "--backends",
+            "raw-mpi",
+        ])
+        .output()
+        .expect("mttl-bench starts");
+    assert!(
+        !output.status.success(),
+        "raw-mpi without the mpi feature must fail"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--features mpi"),
+        "the error says how to rebuild: {stderr}"
+    );
+}
