@@ -273,6 +273,12 @@ impl Runtime {
         std::process::exit(code);
     }
 
+    /// Stops the job because a comm primitive failed.
+    pub(crate) fn comm_failed(&mut self, e: &CommError) -> ! {
+        // The error names this rank already; say it once.
+        self.fail(&format!("{}: {}", e.op, e.kind), FAILURE_CODE)
+    }
+
     /// Dispatches one message (step 3 of the loop).
     fn dispatch(&mut self, m: Message) {
         let src = m.source;
@@ -306,7 +312,7 @@ impl Runtime {
                     &format!("rank {src} sent a large message's header but not its body within {BODY_TIMEOUT:?}"),
                     FAILURE_CODE,
                 ),
-                Err(e) => self.fail(&e.to_string(), FAILURE_CODE),
+                Err(e) => self.comm_failed(&e),
             };
             self.stats.recv += 1;
             body
@@ -343,7 +349,7 @@ impl Runtime {
             wire::EXIT => {
                 let code = f.i32();
                 if let Err(e) = self.post(src, wire::EXIT_ACK, &[], &[]) {
-                    self.fail(&e.to_string(), FAILURE_CODE);
+                    self.comm_failed(&e);
                 }
                 self.exit_code = Some(code);
             }
@@ -378,7 +384,7 @@ impl Runtime {
         let header = HeaderBuf::with_capacity(4).i32(code).bytes;
         for r in 1..self.size {
             if let Err(e) = self.post(r, wire::EXIT, &header, &[]) {
-                self.fail(&e.to_string(), FAILURE_CODE);
+                self.comm_failed(&e);
             }
         }
     }
@@ -395,7 +401,7 @@ pub(crate) fn write_cell(node: Rank, cell: u32, status: u8, body: &[u8]) {
         }
         let header = HeaderBuf::with_capacity(5).u32(cell).u8(status).bytes;
         if let Err(e) = rt.post(node, wire::CELL_WRITE, &header, body) {
-            rt.fail(&e.to_string(), FAILURE_CODE);
+            rt.comm_failed(&e);
         }
     })
 }
@@ -486,7 +492,7 @@ fn check_registries() {
         if rt.rank != 0 {
             let header = HeaderBuf::with_capacity(8).u64(reg.digest()).bytes;
             if let Err(e) = rt.post(0, wire::HELLO, &header, reg.listing().as_bytes()) {
-                rt.fail(&e.to_string(), FAILURE_CODE);
+                rt.comm_failed(&e);
             }
             let ack = match rt.comm.recv_from(0, None) {
                 Ok(Some(m)) if m.tag == wire::HELLO_ACK && !m.data.is_empty() => m,
@@ -494,7 +500,7 @@ fn check_registries() {
                     "rank 0 answered the start-up check with something else",
                     FAILURE_CODE,
                 ),
-                Err(e) => rt.fail(&e.to_string(), FAILURE_CODE),
+                Err(e) => rt.comm_failed(&e),
             };
             rt.stats.recv += 1;
             if ack.data[0] != wire::STATUS_OK {
@@ -519,7 +525,7 @@ fn check_registries() {
                     FAILURE_CODE,
                 ),
                 Ok(None) => continue,
-                Err(e) => rt.fail(&e.to_string(), FAILURE_CODE),
+                Err(e) => rt.comm_failed(&e),
             };
             rt.stats.recv += 1;
             let digest = Fields(&m.data[..8]).u64();
@@ -585,7 +591,7 @@ fn serve() {
                     }
                 }
                 Ok(None) => break,
-                Err(e) => with_rt(|rt| rt.fail(&e.to_string(), FAILURE_CODE)),
+                Err(e) => with_rt(|rt| rt.comm_failed(&e)),
             }
             wait = Some(Duration::ZERO);
         }
