@@ -32,7 +32,8 @@ fn main() -> ExitCode {
 
 /// `-n N [--backend B]` outside a job: run this program as an N-rank job.
 fn launch_if_asked(args: &[String]) -> Option<ExitCode> {
-    let in_job = std::env::var_os("MTTL_RANK").is_some() || mttl::comm::env::mpi_launcher_var().is_some();
+    let in_job =
+        std::env::var_os("MTTL_RANK").is_some() || mttl::comm::env::mpi_launcher_var().is_some();
     if in_job {
         return None;
     }
@@ -90,7 +91,10 @@ fn pingpong() -> Result<(), Box<dyn std::error::Error>> {
             "mttl ping-pong, {} backend, {size} ranks (rank 0 <-> rank 1)",
             comm.backend_name()
         );
-        println!("{:>10} {:>10} {:>14} {:>12}", "bytes", "reps", "round trip us", "MB/s");
+        println!(
+            "{:>10} {:>10} {:>14} {:>12}",
+            "bytes", "reps", "round trip us", "MB/s"
+        );
     }
     let timeout = Some(Duration::from_secs(60));
     for &len in SIZES {
