@@ -1,8 +1,9 @@
 //! NPB CG on the in-process driver: the official verification at 1, 2 and 4
 //! virtual ranks, and NPB-MPI's printed traces of the first timed iteration.
 //!
-//! Class W runs only in optimised builds: unoptimised it takes tens of
-//! seconds (`cargo test --release -p benches-npb --test npb_cg`).
+//! Class W runs only in optimised builds: unoptimised each process count
+//! takes 4-5 s (`cargo test --release -p benches-npb --test npb_cg` runs all
+//! eight tests in half a second).
 
 use benches_npb::npb::cg::{self, CgRun};
 use benches_npb::npb::{sim, Class};
@@ -78,7 +79,7 @@ fn class_s_four_ranks_verifies() {
 #[test]
 #[cfg_attr(
     debug_assertions,
-    ignore = "class W takes tens of seconds unoptimised; run with --release"
+    ignore = "class W takes 4-5 s unoptimised; run with --release"
 )]
 fn class_w_one_rank_matches_npb_mpi_trace() {
     let r = verify(Class::W, 1);
@@ -93,7 +94,7 @@ fn class_w_one_rank_matches_npb_mpi_trace() {
 #[test]
 #[cfg_attr(
     debug_assertions,
-    ignore = "class W takes tens of seconds unoptimised; run with --release"
+    ignore = "class W takes 4-5 s unoptimised; run with --release"
 )]
 fn class_w_two_ranks_verifies() {
     verify(Class::W, 2);
@@ -102,7 +103,7 @@ fn class_w_two_ranks_verifies() {
 #[test]
 #[cfg_attr(
     debug_assertions,
-    ignore = "class W takes tens of seconds unoptimised; run with --release"
+    ignore = "class W takes 4-5 s unoptimised; run with --release"
 )]
 fn class_w_four_ranks_verifies() {
     verify(Class::W, 4);
