@@ -30,6 +30,18 @@
 //!    first), adding the partner's value after the process's own; each sum is
 //!    then identical on every process of a row, and every row computes the
 //!    same one.
+//!
+//! NPB's names, for readers of `cg.f` (NPB's step `i` of `1..=l2npcols` is
+//! `reduce_steps[l2npcols − i]` here, and `sum_partners[i − 1]`):
+//!
+//! | NPB | here |
+//! |---|---|
+//! | `firstrow..lastrow`, `firstcol..lastcol` | [`CgGrid::rows`], [`CgGrid::cols`] (0-based, half-open) |
+//! | `reduce_exch_proc(i)` | [`ReduceStep::partner`], [`CgGrid::sum_partners`] |
+//! | `reduce_send_starts(i)`, `reduce_send_lengths(i)` | [`ReduceStep::send`] |
+//! | `reduce_recv_starts(i)`, `reduce_recv_lengths(i)` | [`ReduceStep::recv`] |
+//! | `send_start`, `send_len` | [`CgGrid::send_start`], [`CgGrid::send_len`] |
+//! | `exch_proc`, `exch_recv_length` | [`CgGrid::exch_proc`], [`CgGrid::exch_recv_len`] |
 
 use std::fmt;
 use std::ops::Range;

@@ -36,7 +36,9 @@
 ///
 /// Contract: every call returns only when its result is complete locally;
 /// the slice from `received_keys` stays valid and unchanged until the next
-/// `alltoallv`.
+/// `alltoallv`. The core reads it only between an `alltoallv` and the next
+/// collective call, when no peer writes into it; a remote-write driver can
+/// rely on that to hand out its landing buffer without a copy.
 pub trait IsComm {
     /// Element-wise sum of `local` over all processes, into `total` (same
     /// length) on every process.

@@ -208,6 +208,11 @@ impl IsRank {
 
     /// Ranks the keys once (steps 1-8 of the module doc) and returns how many
     /// partial verification tests this process passed.
+    ///
+    /// # Panics
+    ///
+    /// If the driver's `alltoallv` delivers another number of keys than the
+    /// bucket totals promise.
     pub fn rank_keys<C: IsComm + ?Sized>(&mut self, comm: &mut C, iteration: usize) -> usize {
         let nb = self.params.num_buckets();
         let shift = self.shift;
@@ -353,7 +358,8 @@ impl IsRank {
 
     /// Full verification after the last ranking: sorts this process's keys
     /// by their ranks and checks order, the boundary with the previous
-    /// process, and the key counts. Every process must call it.
+    /// process, and the key counts. Every process must call it, once, before
+    /// any further ranking (it consumes the cumulative counts).
     ///
     /// # Panics
     ///
