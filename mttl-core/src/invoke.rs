@@ -384,11 +384,11 @@ pub(crate) fn serve(src: Rank, id: u64, cell: u32, args: Vec<u8>) {
         if cell != NO_REPLY {
             runtime::write_cell(src, cell, status, &body);
         } else if status != wire::STATUS_OK {
-            eprintln!(
+            runtime::report_line(&format!(
                 "mttl: rank {}: a call from rank {src} failed: {}",
                 runtime::rank(),
                 String::from_utf8_lossy(&body)
-            );
+            ));
         }
     });
 }

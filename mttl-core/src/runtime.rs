@@ -263,7 +263,7 @@ impl Runtime {
 
     /// Stops the job because of `why` (see *Failure*). Never returns.
     pub(crate) fn fail(&mut self, why: &str, code: i32) -> ! {
-        eprintln!("mttl: rank {}: {why}", self.rank);
+        report_line(&format!("mttl: rank {}: {why}", self.rank));
         let header = HeaderBuf::with_capacity(4).i32(code).bytes;
         let body = format!("rank {}: {why}", self.rank);
         let me = self.rank;
@@ -331,10 +331,10 @@ impl Runtime {
                 let cell = f.u32();
                 let status = f.u8();
                 if let Err(e) = self.cells.deliver(cell, status, &body) {
-                    eprintln!(
+                    report_line(&format!(
                         "mttl: rank {}: a write from rank {src} was lost: {e}",
                         self.rank
-                    );
+                    ));
                 }
             }
             wire::WRITE
@@ -356,11 +356,11 @@ impl Runtime {
             wire::EXIT_ACK => self.exit_acks += 1,
             wire::ABORT => {
                 let code = f.i32();
-                eprintln!(
+                report_line(&format!(
                     "mttl: rank {}: stopping because {}",
                     self.rank,
                     String::from_utf8_lossy(&body)
-                );
+                ));
                 std::process::exit(if code == 0 { FAILURE_CODE } else { code });
             }
             _ => self.fail(
@@ -388,6 +388,16 @@ impl Runtime {
             }
         }
     }
+}
+
+/// Prints `line` and a newline on stderr in one write, so that it stays
+/// whole when ranks share a pipe or `mpirun --tag-output` tags each write.
+pub(crate) fn report_line(line: &str) {
+    use std::io::Write as _;
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 /// Sends a cell write to `node` (or delivers it here).
@@ -473,7 +483,7 @@ pub fn start<R: MainResult>(main: impl FnOnce() -> R + 'static) -> i32 {
     let Some(rt) = rt else { return FAILURE_CODE };
     let code = rt.exit_code.unwrap_or(FAILURE_CODE);
     if stats::enabled() {
-        eprintln!("mttl stats rank {}: {}", rt.rank, rt.stats);
+        report_line(&format!("mttl stats rank {}: {}", rt.rank, rt.stats));
     }
     if let Err(e) = rt.comm.finish() {
         eprintln!("mttl: {e}");
@@ -504,11 +514,11 @@ fn check_registries() {
             };
             rt.stats.recv += 1;
             if ack.data[0] != wire::STATUS_OK {
-                eprintln!(
+                report_line(&format!(
                     "mttl: rank {}: refused at start-up: {}",
                     rt.rank,
                     String::from_utf8_lossy(&ack.data[1..])
-                );
+                ));
                 std::process::exit(MISMATCH_CODE);
             }
             return;
@@ -545,7 +555,10 @@ fn check_registries() {
             let _ = rt.post(r, wire::HELLO_ACK, &verdict, &[]);
         }
         if !problems.is_empty() {
-            eprintln!("mttl: rank 0: refusing to start: {}", problems.join("\n"));
+            report_line(&format!(
+                "mttl: rank 0: refusing to start: {}",
+                problems.join("\n")
+            ));
             // Let the verdicts reach every rank before leaving.
             let _ = std::mem::replace(&mut rt.exit_code, Some(MISMATCH_CODE));
             std::thread::sleep(Duration::from_millis(200));
