@@ -1,0 +1,204 @@
+//! `invoke`, `ainvoke`, `try_invoke` and `spmd` across a job, on every
+//! backend: calls to every node including the caller's own, thousands of
+//! calls in flight, arguments and results past the eager limit (the
+//! control + data split), and the per-rank statistics they leave.
+//!
+//! Each test is a job of its own; see `runtime_support` for how it runs.
+
+mod runtime_support;
+
+use runtime_support::{on_every_backend, Scenario};
+
+on_every_backend!(
+    invoke_reaches_every_node_including_self,
+    ainvoke_ten_thousand_in_flight,
+    spmd_returns_results_by_rank,
+    large_arguments_and_results_cross_intact,
+    stats_line_per_rank_counts_the_calls,
+);
+
+/// Where a call ran, and what it was given.
+#[mttl::remote]
+fn whereabouts(asker: usize, token: u64) -> (usize, usize, usize, u64) {
+    (mttl::rank(), mttl::size(), asker, token.wrapping_mul(3))
+}
+
+#[mttl::remote]
+fn affine(i: u64) -> u64 {
+    i * 7 + mttl::rank() as u64
+}
+
+/// A checksum of `data` that notices reordered or dropped bytes.
+fn checksum(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// Deterministic bytes: a different pattern for every `(seed, len)`.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[mttl::remote]
+fn measure(data: Vec<u8>) -> (u64, u64) {
+    (data.len() as u64, checksum(&data))
+}
+
+/// Returns `data` reversed, so the reply is as large as the request and
+/// provably produced by the callee.
+#[mttl::remote]
+fn reversed(mut data: Vec<u8>) -> Vec<u8> {
+    data.reverse();
+    data
+}
+
+fn invoke_reaches_every_node_including_self(t: Scenario) {
+    t.run(4, || {
+        let n = mttl::size();
+        assert_eq!(n, 4);
+        for round in 0..3u64 {
+            for node in 0..n {
+                let token = round * 100 + node as u64;
+                let got = mttl::invoke(node, whereabouts, (mttl::rank(), token));
+                assert_eq!(got, (node, n, 0, token * 3), "invoke on node {node}");
+                let tried = mttl::try_invoke(node, whereabouts, (mttl::rank(), token));
+                assert_eq!(tried, Ok((node, n, 0, token * 3)), "try_invoke on {node}");
+                let pending = mttl::ainvoke(node, whereabouts, (mttl::rank(), token));
+                assert_eq!(pending.wait(), (node, n, 0, token * 3), "ainvoke on {node}");
+            }
+        }
+        println!("every node answered");
+    })
+    .assert_success();
+}
+
+fn ainvoke_ten_thousand_in_flight(t: Scenario) {
+    t.run(4, || {
+        const CALLS: u64 = 10_000;
+        let n = mttl::size() as u64;
+        // Every call is started before the first is waited for; one in
+        // sixteen goes to this node itself, the rest round-robin elsewhere.
+        let calls: Vec<(u64, usize, mttl::Pending<u64>)> = (0..CALLS)
+            .map(|i| {
+                let node = if i % 16 == 0 {
+                    0
+                } else {
+                    (1 + i % (n - 1)) as usize
+                };
+                (i, node, mttl::ainvoke(node, affine, (i,)))
+            })
+            .collect();
+        // Wait in reverse order: the last replies are waited for first.
+        let mut sum = 0u64;
+        for (i, node, pending) in calls.into_iter().rev() {
+            let got = pending.wait();
+            assert_eq!(got, i * 7 + node as u64, "call {i} on node {node}");
+            sum += got;
+        }
+        println!("{CALLS} calls in flight, sum {sum}");
+    })
+    .assert_success();
+}
+
+fn spmd_returns_results_by_rank(t: Scenario) {
+    t.run(3, || {
+        let results = mttl::spmd(whereabouts, (0usize, 5u64));
+        let expected: Vec<_> = (0..3).map(|r| (r, 3, 0, 15)).collect();
+        assert_eq!(results, expected);
+    })
+    .assert_success();
+}
+
+fn large_arguments_and_results_cross_intact(t: Scenario) {
+    t.run(2, || {
+        // Below, at and above the default 64 KiB eager limit, then 4 MiB.
+        let sizes = [0, 100, (64 << 10) - 1, 64 << 10, (64 << 10) + 1, 1 << 20, 4 << 20];
+        for (i, &len) in sizes.iter().enumerate() {
+            let data = pattern(i as u64, len);
+            let expected = (len as u64, checksum(&data));
+            assert_eq!(
+                mttl::invoke(1, measure, (data.clone(),)),
+                expected,
+                "a {len}-byte argument"
+            );
+            let back = mttl::invoke(1, reversed, (data.clone(),));
+            assert_eq!(back.len(), len, "a {len}-byte result");
+            assert!(
+                back.iter().rev().eq(data.iter()),
+                "the {len}-byte result differs from the argument reversed"
+            );
+        }
+        // Several large calls in flight at once, interleaved with small ones:
+        // each large header must meet its own body.
+        let calls: Vec<_> = (0..6u64)
+            .map(|i| {
+                let len = if i % 2 == 0 { (1 << 20) + i as usize } else { 10 };
+                let data = pattern(100 + i, len);
+                let expected = (len as u64, checksum(&data));
+                (expected, mttl::ainvoke(1, measure, (data,)))
+            })
+            .collect();
+        for (expected, pending) in calls {
+            assert_eq!(pending.wait(), expected);
+        }
+        println!("large arguments crossed intact");
+    })
+    .assert_success();
+}
+
+fn stats_line_per_rank_counts_the_calls(t: Scenario) {
+    const CALLS_PER_NODE: u64 = 50;
+    let out = t.env("MTTL_STATS", "1").run(3, || {
+        for node in 1..mttl::size() {
+            for i in 0..CALLS_PER_NODE {
+                assert_eq!(mttl::invoke(node, affine, (i,)), i * 7 + node as u64);
+            }
+        }
+        let own = mttl::stats();
+        assert!(own.send >= 2 * CALLS_PER_NODE, "rank 0 so far: {own}");
+    });
+    out.assert_success();
+    for rank in 0..3 {
+        let prefix = format!("mttl stats rank {rank}: ");
+        let line = out
+            .stderr
+            .lines()
+            .find_map(|l| l.split_once(&prefix).map(|(_, rest)| rest))
+            .unwrap_or_else(|| panic!("no stats line for rank {rank}:\n{}", out.stderr));
+        let count = |name: &str| -> u64 {
+            let mut words = line.split_whitespace();
+            words
+                .position(|w| w == name)
+                .and_then(|_| words.next())
+                .and_then(|w| w.parse().ok())
+                .unwrap_or_else(|| panic!("rank {rank}: no count for {name:?} in {line:?}"))
+        };
+        let (send, recv, msgs) = (count("send"), count("recv"), count("msgs"));
+        // Rank 0 sent 50 calls to each of 2 ranks (plus the exit messages);
+        // each other rank received its 50 and answered each.
+        let (least_sent, least_received) = if rank == 0 {
+            (2 * CALLS_PER_NODE, 2 * CALLS_PER_NODE)
+        } else {
+            (CALLS_PER_NODE, CALLS_PER_NODE)
+        };
+        assert!(send >= least_sent, "rank {rank} send {send}: {line}");
+        assert!(recv >= least_received, "rank {rank} recv {recv}: {line}");
+        // Nothing else is going on: not wildly more than that either.
+        assert!(send <= least_sent + 10, "rank {rank} send {send}: {line}");
+        assert!(recv <= least_received + 10, "rank {rank} recv {recv}: {line}");
+        assert!(msgs >= send, "rank {rank}: {line}");
+        assert!(
+            line.contains(" KB") && line.contains(" MB"),
+            "rank {rank}: {line}"
+        );
+    }
+}

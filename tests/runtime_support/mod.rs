@@ -1,0 +1,370 @@
+//! The harness of the runtime's multi-process tests (`tests/runtime_*.rs`):
+//! every test is a job of several ranks of its own test binary, run once per
+//! backend under the same name (`tcp::invoke_every_node`,
+//! `mpi::invoke_every_node`; the MPI ones need the cargo feature `mpi`).
+//!
+//! How one test runs:
+//!
+//! 1. The test harness calls the test fn, e.g. `tcp::invoke_every_node`,
+//!    which calls the scenario with a [`Scenario`] naming the backend and the
+//!    test; the scenario calls [`Scenario::run`] with a rank count and the
+//!    program's main.
+//! 2. Not being in a job, `run` starts this very test binary again, asking
+//!    it for that one test (`--exact NAME --nocapture`), with `MTTL_NP=N`,
+//!    `MTTL_BACKEND`, `MTTL_TAG_OUTPUT=1` and the marker
+//!    [`SCENARIO_VAR`]`=NAME` in its environment and its output piped back.
+//! 3. That child (the *launcher*) runs the same test fn; seeing the marker,
+//!    `run` calls `mttl::start`, whose self-launch (`mttl_comm::launch::run`)
+//!    starts N ranks of the binary with the same arguments on the chosen
+//!    backend (`mpirun` for MPI) and returns the job's exit status, which
+//!    the launcher exits with.
+//! 4. Each rank runs the test fn once more; `mttl::start` now runs the
+//!    program: rank 0 runs the main, the others serve, and every rank exits
+//!    with the job's code. Ranks inherit the launcher's piped output.
+//! 5. Back in step 2, `run` returns every line written by the launcher and
+//!    the ranks, and the job's exit status ([`JobOutput`]). A job that
+//!    outlives [`JOB_TIMEOUT`] gets SIGTERM (the launcher stops its ranks)
+//!    and the test fails.
+//!
+//! Jobs of one test binary run one at a time (CI machines have two cores; a
+//! four-rank job is enough to keep them busy).
+
+// Each test file uses part of this module.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use mttl::comm::env as launch_env;
+
+/// The marker variable: the name of the test whose job this process is in.
+pub(crate) const SCENARIO_VAR: &str = "MTTL_TEST_SCENARIO";
+
+/// How long a job may take before the test fails.
+pub(crate) const JOB_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Held while a job runs, so jobs of one binary do not compete for CPUs.
+static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The backend a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// mttl's TCP backend, ranks started by mttl's launcher.
+    Tcp,
+    /// mttl's MPI backend, ranks started by `mpirun`.
+    Mpi,
+}
+
+impl Backend {
+    /// The name `MTTL_BACKEND` takes.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Backend::Tcp => "tcp",
+            Backend::Mpi => "mpi",
+        }
+    }
+}
+
+/// Defines, for each scenario `fn NAME(t: Scenario)` of the file, the tests
+/// `tcp::NAME` and (with the cargo feature `mpi`) `mpi::NAME`.
+macro_rules! on_every_backend {
+    ($($scenario:ident),* $(,)?) => {
+        mod tcp {
+            $(
+                #[test]
+                fn $scenario() {
+                    super::$scenario(crate::runtime_support::Scenario::new(
+                        crate::runtime_support::Backend::Tcp,
+                        concat!("tcp::", stringify!($scenario)),
+                    ));
+                }
+            )*
+        }
+
+        #[cfg(feature = "mpi")]
+        mod mpi {
+            $(
+                #[test]
+                fn $scenario() {
+                    super::$scenario(crate::runtime_support::Scenario::new(
+                        crate::runtime_support::Backend::Mpi,
+                        concat!("mpi::", stringify!($scenario)),
+                    ));
+                }
+            )*
+        }
+    };
+}
+pub(crate) use on_every_backend;
+
+/// One test on one backend: what it runs as a job, and with what.
+#[derive(Debug, Clone)]
+pub(crate) struct Scenario {
+    /// The backend.
+    pub(crate) backend: Backend,
+    /// The full test name, e.g. `tcp::invoke_every_node`.
+    pub(crate) name: &'static str,
+    env: Vec<(String, String)>,
+}
+
+impl Scenario {
+    /// The scenario of test `name` on `backend`.
+    pub(crate) fn new(backend: Backend, name: &'static str) -> Scenario {
+        Scenario {
+            backend,
+            name,
+            env: Vec::new(),
+        }
+    }
+
+    /// Sets a variable in the environment of the job's ranks.
+    pub(crate) fn env(mut self, name: &str, value: &str) -> Scenario {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Whether this process is the launcher or a rank of this test's job
+    /// (steps 3 and 4 of the module docs).
+    pub(crate) fn in_job(&self) -> bool {
+        std::env::var(SCENARIO_VAR).is_ok_and(|v| v == self.name)
+    }
+
+    /// In the job, runs `main` as the program (rank 0 runs it, the others
+    /// serve) and exits with the job's code; outside, runs this test as a job
+    /// of `np` ranks and returns how it ended.
+    pub(crate) fn run<R: mttl::MainResult>(
+        &self,
+        np: usize,
+        main: impl FnOnce() -> R + 'static,
+    ) -> JobOutput {
+        if self.in_job() {
+            std::process::exit(mttl::start(main));
+        }
+        let mut cmd = self.rank_command();
+        // Tagged output keeps every rank's lines whole: untagged ranks share
+        // the pipe, and a line written in several pieces can be split.
+        cmd.env(launch_env::NP, np.to_string())
+            .env(launch_env::BACKEND, self.backend.name())
+            .env(launch_env::TAG_OUTPUT, "1");
+        let what = format!("{} ({np} ranks)", self.name);
+        run_captured(&what, cmd, JOB_TIMEOUT)
+    }
+
+    /// A command that runs this test's fn in this test binary, with the
+    /// marker and the scenario's environment set but no launch environment:
+    /// add `MTTL_NP` to make it a launcher, or the `MTTL_*` rank variables to
+    /// make it a rank.
+    pub(crate) fn rank_command(&self) -> Command {
+        let mut cmd = Command::new(this_test_binary());
+        cmd.args(["--exact", self.name, "--nocapture", "--test-threads", "1"])
+            .env(SCENARIO_VAR, self.name);
+        for var in [
+            launch_env::NP,
+            launch_env::RANK,
+            launch_env::SIZE,
+            launch_env::ROOT,
+            launch_env::SECRET,
+            launch_env::BACKEND,
+            launch_env::TAG_OUTPUT,
+        ] {
+            cmd.env_remove(var);
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+}
+
+/// The path of the running test binary.
+pub(crate) fn this_test_binary() -> PathBuf {
+    std::env::current_exe().expect("the test binary knows its own path")
+}
+
+/// How a job (or a single process) ended, with everything it wrote.
+#[derive(Debug)]
+pub(crate) struct JobOutput {
+    /// What ran, for messages.
+    pub(crate) what: String,
+    /// The exit status.
+    pub(crate) status: ExitStatus,
+    /// Standard output of the launcher and every rank.
+    pub(crate) stdout: String,
+    /// Standard error of the launcher and every rank.
+    pub(crate) stderr: String,
+}
+
+impl JobOutput {
+    /// The exit code (`None` if killed by a signal).
+    pub(crate) fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    fn dump(&self) -> String {
+        format!(
+            "--- stdout ---\n{}--- stderr ---\n{}--- end ---",
+            self.stdout, self.stderr
+        )
+    }
+
+    /// Asserts that the job exited 0.
+    #[track_caller]
+    pub(crate) fn assert_success(&self) -> &Self {
+        assert!(
+            self.status.success(),
+            "{} failed: {}\n{}",
+            self.what,
+            self.status,
+            self.dump()
+        );
+        self
+    }
+
+    /// Asserts that the job exited with `code`.
+    #[track_caller]
+    pub(crate) fn assert_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code(),
+            Some(code),
+            "{} should have exited with status {code}, but {}\n{}",
+            self.what,
+            self.status,
+            self.dump()
+        );
+        self
+    }
+
+    /// Asserts that the job exited with a non-zero code.
+    #[track_caller]
+    pub(crate) fn assert_failure(&self) -> &Self {
+        assert!(
+            matches!(self.code(), Some(c) if c != 0),
+            "{} should have exited non-zero, but {}\n{}",
+            self.what,
+            self.status,
+            self.dump()
+        );
+        self
+    }
+
+    /// The first line of stderr containing every one of `parts`.
+    #[track_caller]
+    pub(crate) fn stderr_line(&self, parts: &[&str]) -> &str {
+        match self
+            .stderr
+            .lines()
+            .find(|line| parts.iter().all(|p| line.contains(p)))
+        {
+            Some(line) => line,
+            None => panic!(
+                "{}: no line of stderr contains all of {parts:?}\n{}",
+                self.what,
+                self.dump()
+            ),
+        }
+    }
+
+    /// The lines of stdout starting with `prefix`, without it.
+    pub(crate) fn stdout_lines_after<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a str> {
+        self.stdout
+            .lines()
+            .filter_map(move |line| line.strip_prefix(prefix))
+    }
+}
+
+/// Waits until no other job of this test binary runs; the job may run while
+/// the guard lives.
+pub(crate) fn job_turn() -> MutexGuard<'static, ()> {
+    ONE_JOB_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs `cmd` with its output captured, stopping it after `timeout`.
+pub(crate) fn run_captured(what: &str, cmd: Command, timeout: Duration) -> JobOutput {
+    let _turn = job_turn();
+    let child = spawn_captured(what, cmd);
+    finish_captured(what, child, timeout)
+}
+
+/// Starts `cmd` with stdin closed and stdout and stderr piped.
+pub(crate) fn spawn_captured(what: &str, mut cmd: Command) -> CapturedChild {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what} ({cmd:?}): {e}"));
+    let stdout = drain(child.stdout.take().expect("stdout is piped"));
+    let stderr = drain(child.stderr.take().expect("stderr is piped"));
+    CapturedChild {
+        child,
+        stdout,
+        stderr,
+    }
+}
+
+/// A running process whose output is being collected.
+#[derive(Debug)]
+pub(crate) struct CapturedChild {
+    child: Child,
+    stdout: mpsc::Receiver<String>,
+    stderr: mpsc::Receiver<String>,
+}
+
+/// Reads `pipe` to its end on a thread of its own.
+fn drain(mut pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        let _ = tx.send(String::from_utf8_lossy(&bytes).into_owned());
+    });
+    rx
+}
+
+/// Waits for a process started by [`spawn_captured`], at most `timeout`;
+/// then sends it SIGTERM, and SIGKILL 5 s later, and fails the test.
+pub(crate) fn finish_captured(what: &str, mut c: CapturedChild, timeout: Duration) -> JobOutput {
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        match c.child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => panic!("waiting for {what}: {e}"),
+        }
+        if !timed_out && start.elapsed() > timeout {
+            timed_out = true;
+            // SIGTERM lets a launcher stop its ranks (its stop protocol).
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.child.id().to_string()])
+                .status();
+        }
+        if timed_out && start.elapsed() > timeout + Duration::from_secs(5) {
+            let _ = c.child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // The launcher reaps its ranks before it exits, so the pipes close soon.
+    let collect = |rx: &mpsc::Receiver<String>| {
+        rx.recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| "<output not closed within 10 s of the exit>\n".to_owned())
+    };
+    let out = JobOutput {
+        what: what.to_owned(),
+        status,
+        stdout: collect(&c.stdout),
+        stderr: collect(&c.stderr),
+    };
+    assert!(
+        !timed_out,
+        "{what} did not finish within {timeout:?} and was stopped\n{}",
+        out.dump()
+    );
+    out
+}
