@@ -36,6 +36,11 @@ pub use registry::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};
 pub use runtime::{backend_name, rank, size, start, stats, MainResult};
 pub use stats::Stats;
 pub use global::fence;
+pub use coll::{
+    allgather, allreduce, allreduce_max, allreduce_max_slice, allreduce_min, allreduce_min_slice,
+    allreduce_slice, allreduce_sum, allreduce_sum_slice, alltoall, alltoall_slice, alltoallv,
+    barrier, broadcast, broadcast_slice, gather, reduce,
+};
 pub use sync::{GlobalSync, SyncCell};
 pub use thread::yield_now;
 

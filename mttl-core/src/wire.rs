@@ -14,7 +14,7 @@
 //! | `FENCE`      | reply cell u32                           | 4     | -               |
 //! | `ATOMIC`     | region u32, offset u64, cell u32, op u8  | 17    | operands        |
 //! | `METHOD`     | region u32, offset u64, id u64, cell u32 | 24    | encoded args    |
-//! | `COLL`       | collective sequence u64, step u32        | 12    | payload         |
+//! | `COLL`       | sequence u64, collective u8, step u8     | 10    | payload         |
 //! | `HELLO`      | registry digest u64                      | 8     | function names  |
 //! | `HELLO_ACK`  | status u8                                | 1     | message         |
 //! | `EXIT`       | exit code i32                            | 4     | -               |
@@ -75,7 +75,7 @@ pub(crate) fn header_len(kind: Tag) -> Option<usize> {
         FENCE => 4,
         ATOMIC => 17,
         METHOD => 24,
-        COLL => 12,
+        COLL => 10,
         HELLO => 8,
         HELLO_ACK => 1,
         EXIT => 4,

@@ -1,0 +1,23 @@
+//! `barrier`: the completion point of the program (see the protocol in
+//! [`super`]).
+
+use super::algorithm;
+use super::mailbox::{Kind, Op};
+use crate::thread::BlockReason;
+
+/// Waits until every node has called `barrier`. When it returns on any
+/// node, every remote write that any node issued before its call is
+/// visible at its owner: each node first completes its own writes
+/// ([`fence`](crate::fence)), then signals the others (dissemination, no
+/// root: `ceil(log2 n)` rounds of one message per node).
+///
+/// # Panics
+///
+/// Panics (stopping the job) if the nodes call different collectives.
+#[track_caller]
+pub fn barrier() {
+    let reason = BlockReason::new(Kind::Barrier.name());
+    crate::global::fence();
+    let op = Op::begin(Kind::Barrier, reason);
+    algorithm::dissemination(&op);
+}

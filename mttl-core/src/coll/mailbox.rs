@@ -1,0 +1,380 @@
+//! The collective transport of one node: the sequence counter, the
+//! mailbox of collective messages that arrived before their reader, and
+//! [`Op`], one collective call in progress, which sends and receives them.
+//!
+//! Invariants:
+//!
+//! - At most one collective runs per node ([`State::current`]); starting a
+//!   second one while it runs stops the job.
+//! - Every message is keyed by (sequence, source, step); the algorithms
+//!   never send two messages with the same key, and every message sent to a
+//!   node is taken by that node within the same collective. So a message
+//!   for a sequence this node has finished is a misuse, reported at once.
+//! - All buffered messages of one sequence have the same kind (checked when
+//!   each arrives), so one check at the start of a collective covers them.
+//! - [`dispatch`] runs on the native stack with the runtime borrowed: it
+//!   only files the message and wakes the waiting thread; the thread takes
+//!   the message itself.
+
+use std::collections::btree_map::Entry;
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::fmt;
+
+use mttl_comm::Rank;
+
+use crate::runtime::{with_rt, Runtime};
+use crate::thread::{self, BlockReason, ThreadId};
+use crate::wire::{self, Fields};
+
+/// The exit code of a job stopped by a collective misuse.
+const MISUSE_CODE: i32 = 1;
+
+/// The length of a `COLL` header: sequence u64, kind u8, step u8 (see
+/// [`wire`]).
+const COLL_HEADER_LEN: usize = 10;
+
+/// The collective a message belongs to (the `kind` byte of a `COLL`
+/// header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Barrier = 1,
+    Broadcast = 2,
+    Reduce = 3,
+    Allreduce = 4,
+    Gather = 5,
+    Allgather = 6,
+    Alltoall = 7,
+}
+
+impl Kind {
+    fn from_u8(b: u8) -> Option<Kind> {
+        Some(match b {
+            1 => Kind::Barrier,
+            2 => Kind::Broadcast,
+            3 => Kind::Reduce,
+            4 => Kind::Allreduce,
+            5 => Kind::Gather,
+            6 => Kind::Allgather,
+            7 => Kind::Alltoall,
+            _ => return None,
+        })
+    }
+
+    /// The name users call it by; also the block reason's description.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kind::Barrier => "barrier",
+            Kind::Broadcast => "broadcast",
+            Kind::Reduce => "reduce",
+            Kind::Allreduce => "allreduce",
+            Kind::Gather => "gather",
+            Kind::Allgather => "allgather",
+            Kind::Alltoall => "alltoall",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// (sequence, source, step): names one message of one collective.
+type Key = (u64, Rank, u8);
+
+/// A message filed before its reader took it.
+struct Parcel {
+    kind: Kind,
+    body: Vec<u8>,
+}
+
+/// The thread blocked in a collective and the message it waits for.
+#[derive(Debug)]
+struct Waiter {
+    thread: ThreadId,
+    key: Key,
+}
+
+/// The collective state of one node (on the runtime).
+#[derive(Default)]
+pub(crate) struct State {
+    /// The sequence number of the next collective this node starts.
+    next_seq: u64,
+    /// The collective running on this node, if any.
+    current: Option<(u64, Kind)>,
+    mailbox: BTreeMap<Key, Parcel>,
+    waiter: Option<Waiter>,
+}
+
+impl fmt::Debug for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("coll::State")
+            .field("next_seq", &self.next_seq)
+            .field("current", &self.current)
+            .field("buffered", &self.mailbox.len())
+            .field("waiter", &self.waiter)
+            .finish()
+    }
+}
+
+impl State {
+    /// The kind and sender of a message already filed for `seq`, if any.
+    fn filed_kind(&self, seq: u64) -> Option<(Kind, Rank)> {
+        self.mailbox
+            .range((seq, 0, 0)..=(seq, Rank::MAX, u8::MAX))
+            .next()
+            .map(|(&(_, src, _), p)| (p.kind, src))
+    }
+
+    /// Files a message, or says why it is a misuse.
+    fn accept(
+        &mut self,
+        src: Rank,
+        seq: u64,
+        kind: Kind,
+        step: u8,
+        body: Vec<u8>,
+    ) -> Result<(), String> {
+        let floor = self.current.map_or(self.next_seq, |(s, _)| s);
+        if seq < floor {
+            return Err(format!(
+                "rank {src} sent a message for {kind} #{seq}, which this node has already \
+                 finished: do all nodes call the same collectives, with the same roots, in the \
+                 same order?"
+            ));
+        }
+        let theirs = match self.current {
+            Some((s, k)) if s == seq => Some((k, None)),
+            _ => self.filed_kind(seq).map(|(k, r)| (k, Some(r))),
+        };
+        if let Some((k, filed_by)) = theirs {
+            if k != kind {
+                let mine = match filed_by {
+                    None => format!("{k} on this node"),
+                    Some(r) => format!("{k} on rank {r}"),
+                };
+                return Err(mismatch(seq, &mine, kind, src));
+            }
+        }
+        let key = (seq, src, step);
+        match self.mailbox.entry(key) {
+            Entry::Occupied(_) => {
+                return Err(format!(
+                    "rank {src} sent step {step} of {kind} #{seq} twice: do all nodes agree on \
+                     the root?"
+                ))
+            }
+            Entry::Vacant(v) => {
+                v.insert(Parcel { kind, body });
+            }
+        }
+        if self.waiter.as_ref().is_some_and(|w| w.key == key) {
+            if let Some(w) = self.waiter.take() {
+                thread::wake(w.thread);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn mismatch(seq: u64, one: &str, other: Kind, other_rank: Rank) -> String {
+    format!(
+        "collective #{seq} is {one} but {other} on rank {other_rank}: every node must call the \
+         same collectives in the same order"
+    )
+}
+
+/// Handles a `COLL` message (native stack, runtime borrowed): files it and
+/// wakes the thread waiting for it.
+pub(crate) fn dispatch(rt: &mut Runtime, src: Rank, header: &[u8], body: Vec<u8>) {
+    let mut f = Fields(header);
+    let seq = f.u64();
+    let kind = f.u8();
+    let step = f.u8();
+    let Some(kind) = Kind::from_u8(kind) else {
+        rt.fail(
+            &format!("malformed message from rank {src}: unknown collective kind {kind}"),
+            MISUSE_CODE,
+        );
+    };
+    if let Err(why) = rt.coll.accept(src, seq, kind, step, body) {
+        rt.fail(&why, MISUSE_CODE);
+    }
+}
+
+/// One collective call in progress on this node: its sequence number, and
+/// sends and receives tagged with it. Dropping it ends the collective.
+#[derive(Debug)]
+pub(super) struct Op {
+    pub(super) seq: u64,
+    pub(super) kind: Kind,
+    pub(super) rank: Rank,
+    pub(super) size: usize,
+    reason: BlockReason,
+}
+
+impl Op {
+    /// Starts the next collective, of `kind`, on this node. `reason` (made
+    /// at the user's call site) gets the sequence number as its detail.
+    pub(super) fn begin(kind: Kind, reason: BlockReason) -> Op {
+        let (seq, rank, size) = with_rt(|rt| {
+            if let Some((s, k)) = rt.coll.current {
+                rt.fail(
+                    &format!(
+                        "{kind} was called while {k} #{s} is still running on this node: call \
+                         collectives from one thread per node at a time"
+                    ),
+                    MISUSE_CODE,
+                );
+            }
+            let seq = rt.coll.next_seq;
+            if let Some((k, r)) = rt.coll.filed_kind(seq) {
+                if k != kind {
+                    rt.fail(
+                        &mismatch(seq, &format!("{kind} on this node"), k, r),
+                        MISUSE_CODE,
+                    );
+                }
+            }
+            rt.coll.next_seq += 1;
+            rt.coll.current = Some((seq, kind));
+            (seq, rt.rank, rt.size)
+        });
+        if size > 1 && !thread::in_thread() {
+            panic!(
+                "mttl: {kind} must be called from an mttl thread (main, or a function it invokes)"
+            );
+        }
+        Op {
+            seq,
+            kind,
+            rank,
+            size,
+            reason: reason.with_detail("collective", seq),
+        }
+    }
+
+    fn header(&self, step: u8) -> [u8; COLL_HEADER_LEN] {
+        let mut h = [0u8; COLL_HEADER_LEN];
+        h[..8].copy_from_slice(&self.seq.to_le_bytes());
+        h[8] = self.kind as u8;
+        h[9] = step;
+        h
+    }
+
+    /// Sends step `step` of this collective to `dest`.
+    pub(super) fn send(&self, dest: Rank, step: u8, body: &[u8]) {
+        let header = self.header(step);
+        with_rt(|rt| {
+            if let Err(e) = rt.post(dest, wire::COLL, &header, body) {
+                rt.fail(
+                    &format!("{} #{}: sending to rank {dest}: {e}", self.kind, self.seq),
+                    MISUSE_CODE,
+                );
+            }
+        });
+    }
+
+    /// Like [`send`](Self::send), handing a large body to the comm layer
+    /// without a copy.
+    pub(super) fn send_owned(&self, dest: Rank, step: u8, body: Vec<u8>) {
+        let header = self.header(step);
+        with_rt(|rt| {
+            if let Err(e) = rt.post_owned(dest, wire::COLL, &header, body) {
+                rt.fail(
+                    &format!("{} #{}: sending to rank {dest}: {e}", self.kind, self.seq),
+                    MISUSE_CODE,
+                );
+            }
+        });
+    }
+
+    /// Takes step `step` of this collective from `src`, blocking the
+    /// calling thread until it arrives.
+    pub(super) fn recv(&self, src: Rank, step: u8) -> Vec<u8> {
+        let key = (self.seq, src, step);
+        loop {
+            let got = with_rt(|rt| match rt.coll.mailbox.remove(&key) {
+                Some(p) => {
+                    rt.coll.waiter = None;
+                    Some(p.body)
+                }
+                None => {
+                    let thread = thread::current()
+                        .expect("a collective that receives runs in a thread (checked in begin)");
+                    rt.coll.waiter = Some(Waiter { thread, key });
+                    None
+                }
+            });
+            if let Some(body) = got {
+                return body;
+            }
+            thread::block(self.reason);
+        }
+    }
+
+    /// Stops the job: the nodes disagree about this collective.
+    pub(super) fn fail(&self, why: &str) -> ! {
+        let why = format!("{} #{}: {why}", self.kind, self.seq);
+        match with_rt(|rt| -> Infallible { rt.fail(&why, MISUSE_CODE) }) {}
+    }
+}
+
+impl Drop for Op {
+    fn drop(&mut self) {
+        crate::runtime::try_with_rt(|rt| {
+            rt.coll.current = None;
+            rt.coll.waiter = None;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_length_matches_the_wire_table() {
+        assert_eq!(wire::header_len(wire::COLL), Some(COLL_HEADER_LEN));
+    }
+
+    #[test]
+    fn kinds_round_trip() {
+        for b in 0..=u8::MAX {
+            if let Some(k) = Kind::from_u8(b) {
+                assert_eq!(k as u8, b);
+            }
+        }
+        assert_eq!(Kind::from_u8(Kind::Alltoall as u8), Some(Kind::Alltoall));
+    }
+
+    fn accept(st: &mut State, src: Rank, seq: u64, kind: Kind, step: u8) -> Result<(), String> {
+        st.accept(src, seq, kind, step, Vec::new())
+    }
+
+    #[test]
+    fn misuse_is_named() {
+        let mut st = State::default();
+        accept(&mut st, 1, 0, Kind::Barrier, 0).unwrap();
+        accept(&mut st, 2, 3, Kind::Broadcast, 0).unwrap();
+        let e = accept(&mut st, 2, 0, Kind::Allreduce, 0).unwrap_err();
+        assert!(
+            e.contains("#0 is barrier on rank 1 but allreduce on rank 2"),
+            "{e}"
+        );
+        let e = accept(&mut st, 1, 0, Kind::Barrier, 0).unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+        st.current = Some((1, Kind::Gather));
+        let e = accept(&mut st, 3, 1, Kind::Reduce, 0).unwrap_err();
+        assert!(
+            e.contains("#1 is gather on this node but reduce on rank 3"),
+            "{e}"
+        );
+        let e = accept(&mut st, 3, 0, Kind::Barrier, 1).unwrap_err();
+        assert!(e.contains("already finished"), "{e}");
+        assert_eq!(st.filed_kind(3), Some((Kind::Broadcast, 2)));
+        assert_eq!(st.filed_kind(2), None);
+    }
+}
