@@ -55,28 +55,16 @@ fn class_s_four_ranks_verify() {
 }
 
 #[test]
-#[cfg_attr(
-    debug_assertions,
-    ignore = "class W takes seconds unoptimised; run with --release"
-)]
 fn class_w_one_rank_verifies() {
     verify(Class::W, 1);
 }
 
 #[test]
-#[cfg_attr(
-    debug_assertions,
-    ignore = "class W takes seconds unoptimised; run with --release"
-)]
 fn class_w_two_ranks_verify() {
     verify(Class::W, 2);
 }
 
 #[test]
-#[cfg_attr(
-    debug_assertions,
-    ignore = "class W takes seconds unoptimised; run with --release"
-)]
 fn class_w_four_ranks_verify() {
     verify(Class::W, 4);
 }
