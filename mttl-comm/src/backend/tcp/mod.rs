@@ -26,9 +26,11 @@
 //!   ranks sending each other large messages cannot deadlock.
 //! - **Leaving** ([`Comm::finish`]): flush everything, send a goodbye frame
 //!   to every peer, half-close, then read until every peer has said goodbye
-//!   too. A link that ends *without* a goodbye is a lost peer: from then on
-//!   `probe` and `recv_any` report it at once (fail fast rather than hang),
-//!   and any operation addressed to that peer fails.
+//!   too. A link that ends *without* a goodbye is a lost peer: once the
+//!   messages already received are taken (per-pair order: what a rank sent
+//!   before it died still arrives), `probe` and `recv_any` report it at once
+//!   (fail fast rather than hang), and any operation addressed to that peer
+//!   fails.
 
 mod auth;
 mod bootstrap;
@@ -631,10 +633,12 @@ impl Comm for TcpComm {
     }
 
     fn probe(&mut self) -> Result<Option<Envelope>, CommError> {
-        self.take_lost(Op::Probe)?;
         if self.incoming.is_empty() {
             self.progress(Some(Duration::ZERO))
                 .map_err(|e| self.io_error(Op::Probe, e))?;
+        }
+        // As in `recv_any`: messages already received go before a loss.
+        if self.incoming.is_empty() {
             self.take_lost(Op::Probe)?;
         }
         Ok(self.incoming.front().map(Message::envelope))
@@ -760,11 +764,13 @@ impl Comm for TcpComm {
         let op = Op::RecvAny;
         let mut found = None;
         self.wait_until(op, timeout, |c| {
-            c.take_lost(op)?;
+            // Messages already received go first: a rank's last messages
+            // before it died (an abort naming the cause) are not lost.
             if let Some(m) = c.incoming.pop_front() {
                 found = Some(m);
                 return Ok(true);
             }
+            c.take_lost(op)?;
             if c.size > 1 && !c.anyone_left() {
                 return Err(c.error(
                     op,
