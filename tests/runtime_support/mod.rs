@@ -160,8 +160,10 @@ impl Scenario {
     /// make it a rank.
     pub(crate) fn rank_command(&self) -> Command {
         let mut cmd = Command::new(this_test_binary());
+        // Panic messages are what the tests read; backtraces only bury them.
         cmd.args(["--exact", self.name, "--nocapture", "--test-threads", "1"])
-            .env(SCENARIO_VAR, self.name);
+            .env(SCENARIO_VAR, self.name)
+            .env("RUST_BACKTRACE", "0");
         for var in [
             launch_env::NP,
             launch_env::RANK,
