@@ -560,7 +560,7 @@ fn check_registries() {
                 problems.join("\n")
             ));
             // Let the verdicts reach every rank before leaving.
-            let _ = std::mem::replace(&mut rt.exit_code, Some(MISMATCH_CODE));
+            rt.exit_code = Some(MISMATCH_CODE);
             std::thread::sleep(Duration::from_millis(200));
             std::process::exit(MISMATCH_CODE);
         }
