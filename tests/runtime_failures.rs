@@ -193,7 +193,11 @@ fn other_program() -> PathBuf {
         .arg("--manifest-path")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
         .arg("--target-dir")
-        .arg(profile_dir.parent().expect("the profile is in the target directory"));
+        .arg(
+            profile_dir
+                .parent()
+                .expect("the profile is in the target directory"),
+        );
     if profile_dir.ends_with("release") {
         cargo.arg("--release");
     }
@@ -201,7 +205,10 @@ fn other_program() -> PathBuf {
         cargo.args(["--features", "mpi"]);
     }
     let status = cargo.status().expect("cargo runs");
-    assert!(status.success(), "cargo build --example {OTHER_PROGRAM}: {status}");
+    assert!(
+        status.success(),
+        "cargo build --example {OTHER_PROGRAM}: {status}"
+    );
     let path = profile_dir.join("examples").join(OTHER_PROGRAM);
     assert!(path.is_file(), "{} was not built", path.display());
     path
@@ -245,7 +252,10 @@ fn ranks_of_different_programs_are_refused_at_start_up(t: Scenario) {
         stdout: String::new(),
         stderr,
     };
-    for rank in ["mttl: rank 0: refusing to start", "mttl: rank 1: refused at start-up"] {
+    for rank in [
+        "mttl: rank 0: refusing to start",
+        "mttl: rank 1: refused at start-up",
+    ] {
         all.stderr_line(&[rank, "rank 1 runs a different program than rank 0"]);
     }
     all.stderr_line(&[only_here, "runtime_failures::explode fn("]);
@@ -269,7 +279,10 @@ fn run_tcp_pair(t: &Scenario, other: &std::path::Path) -> Vec<JobOutput> {
     };
     let ranks = [
         ("rank 0 (this test)", with_launch_env(t.rank_command(), 0)),
-        ("rank 1 (the other program)", with_launch_env(Command::new(other), 1)),
+        (
+            "rank 1 (the other program)",
+            with_launch_env(Command::new(other), 1),
+        ),
     ];
     let started: Vec<_> = ranks
         .into_iter()
@@ -277,9 +290,7 @@ fn run_tcp_pair(t: &Scenario, other: &std::path::Path) -> Vec<JobOutput> {
         .collect();
     started
         .into_iter()
-        .map(|(what, child)| {
-            runtime_support::finish_captured(what, child, Duration::from_secs(30))
-        })
+        .map(|(what, child)| runtime_support::finish_captured(what, child, Duration::from_secs(30)))
         .collect()
 }
 
@@ -294,7 +305,10 @@ fn run_mpi_pair(t: &Scenario, other: &std::path::Path) -> JobOutput {
     let mut cmd = Command::new(&mpirun);
     if open_mpi {
         cmd.args(["--oversubscribe", "-x", "MTTL_BACKEND=mpi"]);
-        cmd.args(["-x", &format!("{}={}", runtime_support::SCENARIO_VAR, t.name)]);
+        cmd.args([
+            "-x",
+            &format!("{}={}", runtime_support::SCENARIO_VAR, t.name),
+        ]);
         // Open MPI refuses to run as root unless told.
         let as_root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
         if as_root {

@@ -121,7 +121,15 @@ fn spmd_returns_results_by_rank(t: Scenario) {
 fn large_arguments_and_results_cross_intact(t: Scenario) {
     t.run(2, || {
         // Below, at and above the default 64 KiB eager limit, then 4 MiB.
-        let sizes = [0, 100, (64 << 10) - 1, 64 << 10, (64 << 10) + 1, 1 << 20, 4 << 20];
+        let sizes = [
+            0,
+            100,
+            (64 << 10) - 1,
+            64 << 10,
+            (64 << 10) + 1,
+            1 << 20,
+            4 << 20,
+        ];
         for (i, &len) in sizes.iter().enumerate() {
             let data = pattern(i as u64, len);
             let expected = (len as u64, checksum(&data));
@@ -141,7 +149,11 @@ fn large_arguments_and_results_cross_intact(t: Scenario) {
         // each large header must meet its own body.
         let calls: Vec<_> = (0..6u64)
             .map(|i| {
-                let len = if i % 2 == 0 { (1 << 20) + i as usize } else { 10 };
+                let len = if i % 2 == 0 {
+                    (1 << 20) + i as usize
+                } else {
+                    10
+                };
                 let data = pattern(100 + i, len);
                 let expected = (len as u64, checksum(&data));
                 (expected, mttl::ainvoke(1, measure, (data,)))
@@ -194,7 +206,10 @@ fn stats_line_per_rank_counts_the_calls(t: Scenario) {
         assert!(recv >= least_received, "rank {rank} recv {recv}: {line}");
         // Nothing else is going on: not wildly more than that either.
         assert!(send <= least_sent + 10, "rank {rank} send {send}: {line}");
-        assert!(recv <= least_received + 10, "rank {rank} recv {recv}: {line}");
+        assert!(
+            recv <= least_received + 10,
+            "rank {rank} recv {recv}: {line}"
+        );
         assert!(msgs >= send, "rank {rank}: {line}");
         assert!(
             line.contains(" KB") && line.contains(" MB"),

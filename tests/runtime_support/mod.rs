@@ -269,13 +269,6 @@ impl JobOutput {
             ),
         }
     }
-
-    /// The lines of stdout starting with `prefix`, without it.
-    pub(crate) fn stdout_lines_after<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a str> {
-        self.stdout
-            .lines()
-            .filter_map(move |line| line.strip_prefix(prefix))
-    }
 }
 
 /// Waits until no other job of this test binary runs; the job may run while
