@@ -119,25 +119,38 @@ fn spmd_returns_results_by_rank(t: Scenario) {
 }
 
 fn large_arguments_and_results_cross_intact(t: Scenario) {
+    const EAGER_LIMIT: usize = 64 << 10;
+    let t = t.env("MTTL_EAGER_LIMIT", &EAGER_LIMIT.to_string());
     t.run(2, || {
-        // Below, at and above the default 64 KiB eager limit, then 4 MiB.
+        // Below, around and above the 64 KiB eager limit, then 4 MiB.
         let sizes = [
             0,
             100,
-            (64 << 10) - 1,
-            64 << 10,
-            (64 << 10) + 1,
+            60_000,
+            EAGER_LIMIT - 1,
+            EAGER_LIMIT,
+            EAGER_LIMIT + 1,
             1 << 20,
             4 << 20,
         ];
         for (i, &len) in sizes.iter().enumerate() {
             let data = pattern(i as u64, len);
             let expected = (len as u64, checksum(&data));
+            let before = mttl::stats();
             assert_eq!(
                 mttl::invoke(1, measure, (data.clone(),)),
                 expected,
                 "a {len}-byte argument"
             );
+            // The split sends the body of an owned argument by nsend; a body
+            // within the limit (the encoded length adds a few bytes) rides
+            // in the control message.
+            let split = mttl::stats().nsend - before.nsend;
+            if len > EAGER_LIMIT {
+                assert_eq!(split, 1, "a {len}-byte argument goes as header + body");
+            } else if len <= 60_000 {
+                assert_eq!(split, 0, "a {len}-byte argument goes in one message");
+            }
             let back = mttl::invoke(1, reversed, (data.clone(),));
             assert_eq!(back.len(), len, "a {len}-byte result");
             assert!(
