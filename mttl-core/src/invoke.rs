@@ -250,7 +250,7 @@ fn local_reply<R: Encode>(result: Result<R, thread::ThreadPanic>, name: &str) ->
     }
 }
 
-fn panic_message(name: &str, p: &thread::ThreadPanic) -> String {
+pub(crate) fn panic_message(name: &str, p: &thread::ThreadPanic) -> String {
     match &p.location {
         Some(l) => format!("remote function {name} panicked at {l}: {}", p.message),
         None => format!("remote function {name} panicked: {}", p.message),

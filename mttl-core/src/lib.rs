@@ -8,7 +8,8 @@
 //! - `invoke`: [`invoke`], [`ainvoke`], [`try_invoke`], [`spmd`];
 //! - `registry`: remote functions registered by `#[mttl::remote]`;
 //! - `sync`: [`SyncCell`], MTTL's `Sync`, and its [`GlobalSync`] handle;
-//! - `global`: `GlobalPtr<T>` into registered global memory;
+//! - `global`: [`GlobalPtr`] into registered global memory ([`GlobalArray`],
+//!   [`GlobalObject`]), remote read/write/`nwrite`, atomics, [`fence`];
 //! - `coll`: barrier, reduce, allreduce, broadcast, gather;
 //! - `wire`: message kinds and header layouts;
 //! - `codec`: argument and result serialisation;
@@ -35,7 +36,10 @@ pub use invoke::{ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError
 pub use registry::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};
 pub use runtime::{backend_name, rank, size, start, stats, MainResult};
 pub use stats::Stats;
-pub use global::fence;
+pub use global::{
+    fence, try_fence, AtomicInt, BorrowError, GlobalArray, GlobalError, GlobalErrorKind, GlobalObject,
+    GlobalPtr, GlobalRef, GlobalRefMut,
+};
 pub use coll::{
     allgather, allreduce, allreduce_max, allreduce_max_slice, allreduce_min, allreduce_min_slice,
     allreduce_slice, allreduce_sum, allreduce_sum_slice, alltoall, alltoall_slice, alltoallv,

@@ -8,12 +8,12 @@
 //! |--------------|------------------------------------------|-------|-----------------|
 //! | `INVOKE`     | function id u64, reply cell u32          | 12    | encoded args    |
 //! | `CELL_WRITE` | cell u32, status u8                      | 5     | encoded value   |
-//! | `WRITE`      | region u32, offset u64                   | 12    | bytes           |
-//! | `WRITE_ACK`  | region u32, offset u64, reply cell u32   | 16    | bytes           |
-//! | `READ`       | region u32, offset u64, len u32, cell u32| 20    | -               |
+//! | `WRITE`      | region u32, addr u64                     | 12    | bytes           |
+//! | `WRITE_ACK`  | region u32, addr u64, reply cell u32     | 16    | bytes           |
+//! | `READ`       | region u32, addr u64, len u32, cell u32  | 20    | -               |
 //! | `FENCE`      | reply cell u32                           | 4     | -               |
-//! | `ATOMIC`     | region u32, offset u64, cell u32, op u8  | 17    | operands        |
-//! | `METHOD`     | region u32, offset u64, id u64, cell u32 | 24    | encoded args    |
+//! | `ATOMIC`     | region u32, addr u64, cell u32, op u8    | 17    | operands        |
+//! | `METHOD`     | region u32, addr u64, id u64, cell u32   | 24    | encoded args    |
 //! | `COLL`       | sequence u64, collective u8, step u8     | 10    | payload         |
 //! | `HELLO`      | registry digest u64                      | 8     | function names  |
 //! | `HELLO_ACK`  | status u8                                | 1     | message         |
@@ -23,7 +23,8 @@
 //!
 //! A remote write's header is 12 bytes and a read's 20, within the paper's
 //! 16 and 24 (which also carried node and size, carried here by the comm
-//! layer's envelope).
+//! layer's envelope). A global-memory `addr` is the byte offset in the
+//! region with the element size in its top 16 bits (see `global`).
 //!
 //! # Large bodies (paper §3.3)
 //!

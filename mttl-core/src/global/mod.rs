@@ -1,0 +1,385 @@
+//! Global memory: [`GlobalPtr<T>`] into memory a rank registered
+//! ([`GlobalArray`], [`GlobalObject`]), remote read, write, `nwrite`,
+//! atomics and member functions, and [`fence`].
+//!
+//! Files: `region` (the region table, the handles, borrow guards), `ptr`
+//! (the pointer and the caller's side of every access), `owner` (the
+//! owner's side: checks, application, deferral), `completion` (reply
+//! cells), `atomic` (the atomic operations), `error` ([`GlobalError`] and
+//! its wire form).
+//!
+//! # Model
+//!
+//! `T` is plain data (`bytemuck::Pod`): any bytes are a valid `T`, so
+//! memory can be copied in and out as bytes. A pointer is (rank, region,
+//! byte offset); it points only into registered regions, never at an
+//! address. The owner checks, on every access: that the region exists and
+//! is live (ids are not reused quickly, see `region`), that the pointer's
+//! element size is the region's, that offset and length are whole
+//! elements, and that they lie inside the region. A bad access fails with
+//! a [`GlobalError`] naming rank, region, offset and length; it never
+//! touches memory.
+//!
+//! # Messages
+//!
+//! All headers are within the paper's 16 bytes for a write and 24 for a
+//! read (the sender, kind and size ride in the comm layer's envelope):
+//!
+//! | kind        | header                                           | bytes |
+//! |-------------|--------------------------------------------------|-------|
+//! | `WRITE`     | region u32, addr u64                             | 12    |
+//! | `WRITE_ACK` | region u32, addr u64, reply cell u32             | 16    |
+//! | `READ`      | region u32, addr u64, len u32, reply cell u32    | 20    |
+//! | `FENCE`     | reply cell u32                                   | 4     |
+//! | `ATOMIC`    | region u32, addr u64, reply cell u32, op u8      | 17    |
+//! | `METHOD`    | region u32, addr u64, function id u64, cell u32  | 24    |
+//!
+//! `addr` is the byte offset (below 2^48, the largest region) with the
+//! pointer's element size (capped at 65535) in its top 16 bits, which is
+//! how the owner checks the type. Replies are `CELL_WRITE`s into the
+//! caller's reply cell: `STATUS_OK` with the bytes read, the atomic's
+//! previous value or the member function's encoded result; `STATUS_ERROR`
+//! with an encoded [`GlobalError`] (see `error`); `STATUS_PANIC` with a
+//! member function's panic message. Bodies above the eager limit travel as
+//! a separate `DATA` message (see `wire`); a blocking write sends it
+//! straight from the caller's slice, and a read's reply straight from the
+//! region. Requests larger than 1 GiB are split into several.
+//!
+//! # A remote access, step by step
+//!
+//! 1. The caller checks what it can: null pointer, rank in the job. For its
+//!    own rank it performs the access right here, under the same checks,
+//!    and never waits (a conflicting local guard is an error, `Borrowed`).
+//! 2. Otherwise it registers a reply cell (not for `nwrite`), sends the
+//!    request and blocks the calling thread on the cell.
+//! 3. The owner's handler checks the request and applies it, or defers it
+//!    while a local guard conflicts (the deferral protocol in `owner`).
+//! 4. It replies (not to `nwrite`); the caller's handler copies the reply
+//!    into the cell (for a read, straight into the caller's slice) and
+//!    wakes the caller, which returns the value or the error.
+//!
+//! A member function (`#[mttl::remote] fn f(obj: &mut T, ...)`) runs in a
+//! new thread at the owner, which holds the whole region exclusively from
+//! the moment the request is applied until the function returns; the
+//! caller gets its result, its error or its panic.
+//!
+//! # `nwrite` and fence
+//!
+//! 1. `nwrite` sends a `WRITE` and counts it for its destination; it
+//!    returns as soon as its data may be reused.
+//! 2. [`fence`] sends `FENCE` to every rank with writes not yet confirmed
+//!    by a fence (nothing at all when there are none, which costs one
+//!    look at a counter) and waits for all the answers.
+//! 3. Messages from one rank to another arrive and are applied in the order
+//!    they were sent (deferral keeps that order), so the owner's answer to
+//!    a `FENCE` means every earlier `nwrite` from that rank was applied.
+//! 4. An owner cannot answer a bad `nwrite`, so it keeps the first one from
+//!    each rank and answers that rank's next `FENCE` with it: [`try_fence`]
+//!    returns it, [`fence`] panics with it.
+//!
+//! The collectives call [`fence`] first in `barrier`, so when a barrier
+//! returns anywhere, every `nwrite` issued anywhere before it is visible.
+//!
+//! # Soundness: no remote write aliases a Rust reference
+//!
+//! Every reference into a region is accounted for in the region's borrow
+//! state (free, `n` shared, or exclusive), like a `RefCell`:
+//!
+//! - local code reaches a region only through guards ([`GlobalRef`],
+//!   [`GlobalRefMut`]) that take the state and give it back when dropped;
+//! - the runtime touches region bytes only inside `with_bytes` and
+//!   `with_bytes_mut`, which take the state themselves for the duration of
+//!   a copy that never switches threads; a member function holds the
+//!   state exclusively for as long as it has its `&mut T`.
+//!
+//! A write (or atomic, or member function) is applied only when the state
+//! is free, a read only when it is not exclusive. One OS thread runs every
+//! mttl thread and the handler of a rank, and the handler runs only while
+//! no thread is running (or, for deferred messages, inside a guard's drop,
+//! after the state was given back): so when the handler finds the state
+//! free, no `&` or `&mut` into the region exists anywhere, and while it
+//! copies nobody can make one. If a guard is live, the message is deferred,
+//! not applied; a thread holding a guard across a blocking call sees the
+//! old value until it drops the guard, and then the deferred messages are
+//! applied. The price: holding a guard across a blocking call stalls
+//! remote accesses to that region from then on (and every later one from
+//! the same ranks); never hold one across `fence` or a barrier, which wait
+//! for those very writes.
+
+mod atomic;
+mod completion;
+mod error;
+mod owner;
+mod ptr;
+mod region;
+
+use std::rc::Rc;
+
+use mttl_comm::Rank;
+
+pub use self::atomic::AtomicInt;
+pub use self::error::{GlobalError, GlobalErrorKind};
+pub use self::ptr::GlobalPtr;
+pub use self::region::{BorrowError, GlobalArray, GlobalObject, GlobalRef, GlobalRefMut};
+
+pub(crate) use self::owner::dispatch;
+
+use self::completion::Request;
+use self::error::Fault;
+use self::owner::Owner;
+use self::region::{RegionBuf, Regions};
+use crate::runtime::with_rt;
+use crate::wire::{self, HeaderBuf};
+
+/// The largest region, in bytes (offsets must fit in 48 bits).
+pub(crate) const MAX_REGION_BYTES: u64 = (1 << 48) - 1;
+
+/// The largest part of one request: bigger ones are split.
+pub(crate) const MAX_REQUEST: usize = 1 << 30;
+
+const SIZE_SHIFT: u32 = 48;
+
+/// The element-size tag of the `addr` field.
+fn size_tag(elem: usize) -> u64 {
+    elem.min(0xffff) as u64
+}
+
+/// The `addr` field: `offset` and the element size. An offset beyond any
+/// region is sent as the largest one, which the owner refuses as out of
+/// bounds (the caller reports its own offset).
+pub(crate) fn pack_addr(offset: u64, elem: usize) -> u64 {
+    size_tag(elem) << SIZE_SHIFT | offset.min(MAX_REGION_BYTES)
+}
+
+/// The offset and element-size tag of an `addr` field.
+pub(crate) fn unpack_addr(addr: u64) -> (u64, u64) {
+    (addr & MAX_REGION_BYTES, addr >> SIZE_SHIFT)
+}
+
+/// The global memory of this rank: its regions, the owner's state, and the
+/// `nwrite`s awaiting a fence.
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    pub(crate) regions: Regions,
+    pub(crate) owner: Owner,
+    /// `nwrite` messages sent to each rank.
+    written: Vec<u64>,
+    /// How many of those a fence has confirmed.
+    confirmed: Vec<u64>,
+    /// Ranks with `written > confirmed`.
+    unconfirmed: usize,
+}
+
+impl Memory {
+    /// The region, byte offset and length an access of `len` bytes (`None`:
+    /// one element) at `addr` of `region` touches, after every check of the
+    /// module docs (bounds before alignment, so a saturated offset is out
+    /// of bounds).
+    pub(crate) fn locate(
+        &self,
+        region: u32,
+        addr: u64,
+        len: Option<u64>,
+    ) -> Result<(Rc<RegionBuf>, usize, usize), Fault> {
+        let (offset, tag) = unpack_addr(addr);
+        let fault = |len, kind| Fault {
+            region,
+            offset,
+            len,
+            kind,
+        };
+        let buf = self
+            .regions
+            .get(region)
+            .map_err(|kind| fault(len.unwrap_or(0), kind))?;
+        let elem = buf.elem_size() as u64;
+        let len = len.unwrap_or(elem);
+        if tag != size_tag(buf.elem_size()) {
+            let kind = GlobalErrorKind::WrongType {
+                region_elem: elem,
+                ptr_elem: tag,
+            };
+            return Err(fault(len, kind));
+        }
+        let region_len = buf.byte_len() as u64;
+        if offset > region_len || len > region_len - offset {
+            return Err(fault(len, GlobalErrorKind::OutOfBounds { region_len }));
+        }
+        if offset % elem != 0 || len % elem != 0 {
+            return Err(fault(len, GlobalErrorKind::Misaligned { elem }));
+        }
+        Ok((buf.clone(), offset as usize, len as usize))
+    }
+
+    /// Counts an `nwrite` message sent to `node` (step 1 of the fence).
+    pub(crate) fn note_nwrite(&mut self, node: Rank) {
+        if self.written.len() <= node {
+            self.written.resize(node + 1, 0);
+            self.confirmed.resize(node + 1, 0);
+        }
+        if self.written[node] == self.confirmed[node] {
+            self.unconfirmed += 1;
+        }
+        self.written[node] += 1;
+    }
+
+    /// Records that the first `upto` writes to `node` were applied.
+    fn confirm(&mut self, node: Rank, upto: u64) {
+        let pending = self.written[node] > self.confirmed[node];
+        if upto > self.confirmed[node] {
+            self.confirmed[node] = upto;
+            if pending && self.confirmed[node] == self.written[node] {
+                self.unconfirmed -= 1;
+            }
+        }
+    }
+
+    /// Whether every `nwrite` sent so far was confirmed by a fence.
+    pub(crate) fn all_confirmed(&self) -> bool {
+        self.unconfirmed == 0
+    }
+}
+
+/// Waits until every `nwrite` this rank issued before the call has been
+/// applied at its owner (see the module docs). Returns at once when there
+/// are none. `barrier` calls it first.
+///
+/// # Panics
+///
+/// Panics with the [`GlobalError`] of [`try_fence`] if an `nwrite` failed
+/// at its owner.
+#[track_caller]
+pub fn fence() {
+    if let Err(e) = try_fence() {
+        panic!("{e}");
+    }
+}
+
+/// Like [`fence`], returning the first failed `nwrite` (as reported by its
+/// owner: region, offset and length are the failed write's) instead of
+/// panicking. Every pending write is still waited for.
+pub fn try_fence() -> Result<(), GlobalError> {
+    let requests = with_rt(|rt| {
+        if rt.global.all_confirmed() {
+            return Vec::new();
+        }
+        let mut requests = Vec::new();
+        for node in 0..rt.global.written.len() {
+            let upto = rt.global.written[node];
+            if upto == rt.global.confirmed[node] {
+                continue;
+            }
+            let r = Request::new(rt, node, None);
+            let header = HeaderBuf::with_capacity(4).u32(r.slot()).bytes;
+            if let Err(e) = rt.post(node, wire::FENCE, &header, &[]) {
+                rt.fail(&format!("sending a fence to rank {node}: {e}"), 1);
+            }
+            requests.push((node, upto, r));
+        }
+        requests
+    });
+    let mut first = Ok(());
+    for (node, upto, r) in requests {
+        let (status, body) = r.wait();
+        with_rt(|rt| rt.global.confirm(node, upto));
+        let failed = match status {
+            wire::STATUS_OK => continue,
+            wire::STATUS_ERROR => Fault::decode(&body),
+            other => Fault {
+                region: 0,
+                offset: 0,
+                len: 0,
+                kind: GlobalErrorKind::Protocol(format!("fence reply status {other}")),
+            },
+        };
+        if first.is_ok() {
+            first = Err(failed.at(node, "nwrite"));
+        }
+    }
+    first
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addr_carries_offset_and_element_size() {
+        assert_eq!(unpack_addr(pack_addr(24, 8)), (24, 8));
+        assert_eq!(
+            unpack_addr(pack_addr(MAX_REGION_BYTES, 4)),
+            (MAX_REGION_BYTES, 4)
+        );
+        assert_eq!(
+            unpack_addr(pack_addr(u64::MAX, 4)),
+            (MAX_REGION_BYTES, 4),
+            "saturates"
+        );
+        assert_eq!(unpack_addr(pack_addr(0, 1 << 20)), (0, 0xffff), "capped");
+    }
+
+    fn memory_with(data: Vec<u32>) -> (Memory, u32) {
+        let mut m = Memory::default();
+        let id = m
+            .regions
+            .insert(|id| RegionBuf::new(id, 0, data.into_boxed_slice()))
+            .unwrap()
+            .id();
+        (m, id)
+    }
+
+    #[test]
+    fn locate_checks_every_access() {
+        let (mut m, id) = memory_with(vec![1, 2, 3, 4]);
+        let kind = |r: Result<_, Fault>| r.map(|(_, o, l)| (o, l)).map_err(|f| f.kind);
+        assert_eq!(kind(m.locate(id, pack_addr(4, 4), Some(8))), Ok((4, 8)));
+        assert_eq!(kind(m.locate(id, pack_addr(12, 4), None)), Ok((12, 4)));
+        assert_eq!(
+            kind(m.locate(id, pack_addr(12, 4), Some(8))),
+            Err(GlobalErrorKind::OutOfBounds { region_len: 16 })
+        );
+        assert_eq!(
+            kind(m.locate(id, pack_addr(u64::MAX, 4), Some(4))),
+            Err(GlobalErrorKind::OutOfBounds { region_len: 16 })
+        );
+        assert_eq!(
+            kind(m.locate(id, pack_addr(0, 8), Some(8))),
+            Err(GlobalErrorKind::WrongType {
+                region_elem: 4,
+                ptr_elem: 8
+            })
+        );
+        assert_eq!(
+            kind(m.locate(id, pack_addr(2, 4), Some(4))),
+            Err(GlobalErrorKind::Misaligned { elem: 4 })
+        );
+        assert_eq!(
+            kind(m.locate(id + 1, pack_addr(0, 4), Some(4))),
+            Err(GlobalErrorKind::UnknownRegion)
+        );
+        m.regions.remove(id);
+        assert_eq!(
+            kind(m.locate(id, pack_addr(0, 4), Some(4))),
+            Err(GlobalErrorKind::Freed)
+        );
+    }
+
+    #[test]
+    fn fence_bookkeeping() {
+        let mut m = Memory::default();
+        assert!(m.all_confirmed());
+        m.note_nwrite(2);
+        m.note_nwrite(2);
+        m.note_nwrite(1);
+        assert_eq!(m.unconfirmed, 2);
+        m.confirm(2, 1);
+        assert_eq!(m.unconfirmed, 2, "one write to rank 2 is still unconfirmed");
+        m.confirm(2, 2);
+        m.confirm(1, 1);
+        assert!(m.all_confirmed());
+        // A late confirmation of an older fence changes nothing.
+        m.note_nwrite(1);
+        m.confirm(1, 1);
+        assert_eq!(m.unconfirmed, 1);
+    }
+}

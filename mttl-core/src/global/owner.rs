@@ -1,0 +1,363 @@
+//! The owner's side: applying the remote-memory messages that arrive, and
+//! deferring those that would touch a borrowed region.
+//!
+//! Messages are handled on the native stack by the runtime's dispatch,
+//! which never blocks: a message is applied at once or queued, never
+//! waited for.
+//!
+//! # Deferral protocol
+//!
+//! Each source rank has a FIFO of deferred messages.
+//!
+//! 1. A message from `src` arrives. If `src`'s FIFO is not empty, the
+//!    handler first tries to drain it (step 4), then, if it is still not
+//!    empty, appends the message: per-pair order holds, so nothing from
+//!    `src` overtakes an earlier message from `src`.
+//! 2. Otherwise the message is checked (region, liveness, element size,
+//!    alignment, bounds). A bad one is answered with an error (or, for an
+//!    `nwrite`, remembered for `src`'s next fence) and is done.
+//! 3. It is applied if the region's borrow state allows: a read needs no
+//!    exclusive borrow; a write, an atomic or a member function needs no
+//!    borrow at all. If not, the region is marked as waited for and the
+//!    message goes to `src`'s FIFO. A `FENCE` touches no region: it is
+//!    answered as soon as it reaches the front, so its answer means that
+//!    every earlier message from `src` has been applied.
+//! 4. When a guard on a marked region is released and leaves it free, every
+//!    FIFO is drained: messages are applied from the front (step 3) until
+//!    one is blocked again, which stays at the front.
+//!
+//! Step 4 runs inside the guard's `Drop`, on the stack of the thread that
+//! dropped it; it only copies bytes, sends replies and spawns threads, so it
+//! never switches. Should the runtime be busy there (a guard dropped inside
+//! the runtime, which mttl itself never does), step 1 drains instead.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use mttl_comm::{Rank, Tag};
+
+use super::atomic;
+use super::error::{Fault, GlobalErrorKind};
+use super::region::Exclusive;
+use crate::registry::{Callable, Registry};
+use crate::runtime::{self, Runtime};
+use crate::thread;
+use crate::wire::{self, Fields, HeaderBuf};
+
+/// The longest header of a remote-memory message (`METHOD`).
+const MAX_HEADER: usize = 24;
+
+/// A message kept for later (step 3).
+struct Held {
+    kind: Tag,
+    header: [u8; MAX_HEADER],
+    body: Vec<u8>,
+}
+
+impl Held {
+    fn new(kind: Tag, header: &[u8], body: Vec<u8>) -> Held {
+        let mut h = [0u8; MAX_HEADER];
+        h[..header.len()].copy_from_slice(header);
+        Held {
+            kind,
+            header: h,
+            body,
+        }
+    }
+}
+
+/// The owner's state: the deferred FIFOs, and the first failed `nwrite` of
+/// each source since its last fence.
+#[derive(Default)]
+pub(crate) struct Owner {
+    queues: Vec<VecDeque<Held>>,
+    queued: usize,
+    nwrite_faults: Vec<Option<Fault>>,
+}
+
+impl fmt::Debug for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Owner({} messages deferred)", self.queued)
+    }
+}
+
+impl Owner {
+    fn waiting_from(&self, src: Rank) -> bool {
+        self.queues.get(src).is_some_and(|q| !q.is_empty())
+    }
+
+    fn push_back(&mut self, src: Rank, held: Held) {
+        if self.queues.len() <= src {
+            self.queues.resize_with(src + 1, VecDeque::new);
+        }
+        self.queues[src].push_back(held);
+        self.queued += 1;
+    }
+
+    fn pop_front(&mut self, src: Rank) -> Option<Held> {
+        let held = self.queues.get_mut(src)?.pop_front()?;
+        self.queued -= 1;
+        Some(held)
+    }
+
+    fn push_front(&mut self, src: Rank, held: Held) {
+        self.queues[src].push_front(held);
+        self.queued += 1;
+    }
+
+    fn record_nwrite_fault(&mut self, src: Rank, fault: Fault) {
+        if self.nwrite_faults.len() <= src {
+            self.nwrite_faults.resize(src + 1, None);
+        }
+        self.nwrite_faults[src].get_or_insert(fault);
+    }
+
+    fn take_nwrite_fault(&mut self, src: Rank) -> Option<Fault> {
+        self.nwrite_faults.get_mut(src)?.take()
+    }
+}
+
+/// Handles a remote-memory message (steps 1 to 3).
+pub(crate) fn dispatch(rt: &mut Runtime, kind: Tag, src: Rank, header: &[u8], body: Vec<u8>) {
+    let held = Held::new(kind, header, body);
+    if rt.global.owner.waiting_from(src) {
+        drain_source(rt, src);
+        if rt.global.owner.waiting_from(src) {
+            rt.global.owner.push_back(src, held);
+            return;
+        }
+    }
+    if let Err(held) = apply(rt, src, held) {
+        rt.global.owner.push_back(src, held);
+    }
+}
+
+/// Step 4: applies what can be applied of every FIFO.
+pub(crate) fn drain(rt: &mut Runtime) {
+    if rt.global.owner.queued == 0 {
+        return;
+    }
+    for src in 0..rt.global.owner.queues.len() {
+        drain_source(rt, src);
+    }
+}
+
+fn drain_source(rt: &mut Runtime, src: Rank) {
+    while let Some(held) = rt.global.owner.pop_front(src) {
+        if let Err(held) = apply(rt, src, held) {
+            rt.global.owner.push_front(src, held);
+            return;
+        }
+    }
+}
+
+/// Sends a reply into cell `cell` of `dest`.
+fn reply(rt: &mut Runtime, dest: Rank, cell: u32, status: u8, body: &[u8]) {
+    let header = HeaderBuf::with_capacity(5).u32(cell).u8(status).bytes;
+    if let Err(e) = rt.post(dest, wire::CELL_WRITE, &header, body) {
+        rt.fail(
+            &format!("replying to a global-memory request of rank {dest}: {e}"),
+            1,
+        );
+    }
+}
+
+/// Answers a bad request (step 2): to its reply cell, or, for an `nwrite`,
+/// to the source's next fence.
+fn refuse(rt: &mut Runtime, src: Rank, cell: Option<u32>, fault: Fault) {
+    match cell {
+        Some(cell) => reply(rt, src, cell, wire::STATUS_ERROR, &fault.encode()),
+        None => {
+            tracing::debug!(rank = rt.rank, src, "nwrite refused: {}", fault.kind);
+            rt.global.owner.record_nwrite_fault(src, fault);
+        }
+    }
+}
+
+/// Steps 2 and 3 for one message; gives it back if it must wait.
+fn apply(rt: &mut Runtime, src: Rank, held: Held) -> Result<(), Held> {
+    let mut f = Fields(&held.header);
+    match held.kind {
+        wire::WRITE | wire::WRITE_ACK => {
+            let (region, addr) = (f.u32(), f.u64());
+            let cell = (held.kind == wire::WRITE_ACK).then(|| f.u32());
+            let (buf, off, len) = match rt.global.locate(region, addr, Some(held.body.len() as u64))
+            {
+                Ok(at) => at,
+                Err(fault) => {
+                    refuse(rt, src, cell, fault);
+                    return Ok(());
+                }
+            };
+            let body = &held.body;
+            if buf
+                .with_bytes_mut(off, len, |t| t.copy_from_slice(body))
+                .is_none()
+            {
+                buf.set_waiters();
+                return Err(held);
+            }
+            if let Some(cell) = cell {
+                reply(rt, src, cell, wire::STATUS_OK, &[]);
+            }
+        }
+        wire::READ => {
+            let (region, addr, len, cell) = (f.u32(), f.u64(), f.u32(), f.u32());
+            let (buf, off, len) = match rt.global.locate(region, addr, Some(u64::from(len))) {
+                Ok(at) => at,
+                Err(fault) => {
+                    refuse(rt, src, Some(cell), fault);
+                    return Ok(());
+                }
+            };
+            // The reply is sent straight from the region's memory.
+            let header = HeaderBuf::with_capacity(5)
+                .u32(cell)
+                .u8(wire::STATUS_OK)
+                .bytes;
+            match buf.with_bytes(off, len, |bytes| {
+                rt.post(src, wire::CELL_WRITE, &header, bytes)
+            }) {
+                None => {
+                    buf.set_waiters();
+                    return Err(held);
+                }
+                Some(Err(e)) => rt.fail(&format!("answering a read of rank {src}: {e}"), 1),
+                Some(Ok(())) => {}
+            }
+        }
+        wire::FENCE => {
+            let cell = f.u32();
+            match rt.global.owner.take_nwrite_fault(src) {
+                None => reply(rt, src, cell, wire::STATUS_OK, &[]),
+                Some(fault) => reply(rt, src, cell, wire::STATUS_ERROR, &fault.encode()),
+            }
+        }
+        wire::ATOMIC => {
+            let (region, addr, cell, op) = (f.u32(), f.u64(), f.u32(), f.u8());
+            let Some(width) = atomic::width(op) else {
+                let (offset, _) = super::unpack_addr(addr);
+                let kind = GlobalErrorKind::Protocol(format!("unknown atomic type in op {op:#x}"));
+                refuse(
+                    rt,
+                    src,
+                    Some(cell),
+                    Fault {
+                        region,
+                        offset,
+                        len: 0,
+                        kind,
+                    },
+                );
+                return Ok(());
+            };
+            let (buf, off, len) = match rt.global.locate(region, addr, Some(width as u64)) {
+                Ok(at) => at,
+                Err(fault) => {
+                    refuse(rt, src, Some(cell), fault);
+                    return Ok(());
+                }
+            };
+            let operands = &held.body;
+            match buf.with_bytes_mut(off, len, |t| atomic::apply(op, t, operands)) {
+                None => {
+                    buf.set_waiters();
+                    return Err(held);
+                }
+                Some(Ok(old)) => reply(rt, src, cell, wire::STATUS_OK, &old),
+                Some(Err(kind)) => {
+                    let fault = Fault {
+                        region,
+                        offset: off as u64,
+                        len: len as u64,
+                        kind,
+                    };
+                    refuse(rt, src, Some(cell), fault);
+                }
+            }
+        }
+        wire::METHOD => {
+            let (region, addr, id, cell) = (f.u32(), f.u64(), f.u64(), f.u32());
+            let (buf, off, len) = match rt.global.locate(region, addr, None) {
+                Ok(at) => at,
+                Err(fault) => {
+                    refuse(rt, src, Some(cell), fault);
+                    return Ok(());
+                }
+            };
+            let fault = move |kind| Fault {
+                region,
+                offset: off as u64,
+                len: len as u64,
+                kind,
+            };
+            let me = rt.rank;
+            let entry = match Registry::get().by_id(id) {
+                Some(e) => e,
+                None => {
+                    let why = format!(
+                        "rank {me} has no remote function with id {id:#018x} (are all ranks the same program?)"
+                    );
+                    refuse(rt, src, Some(cell), fault(GlobalErrorKind::Method(why)));
+                    return Ok(());
+                }
+            };
+            let call = match entry.callable {
+                Callable::Method { call, object_size } if object_size == len => call,
+                Callable::Method { object_size, .. } => {
+                    let kind = GlobalErrorKind::WrongType {
+                        region_elem: len as u64,
+                        ptr_elem: object_size as u64,
+                    };
+                    refuse(rt, src, Some(cell), fault(kind));
+                    return Ok(());
+                }
+                Callable::Free(_) => {
+                    let why = format!(
+                        "{} is a free function: call it with mttl::invoke",
+                        entry.name
+                    );
+                    refuse(rt, src, Some(cell), fault(GlobalErrorKind::Method(why)));
+                    return Ok(());
+                }
+            };
+            let mut hold = match Exclusive::acquire(buf) {
+                Ok(hold) => hold,
+                Err(buf) => {
+                    buf.set_waiters();
+                    return Err(held);
+                }
+            };
+            // The region is held from now on, so later messages from `src`
+            // see the member function's effects.
+            let args = held.body;
+            let name = entry.name;
+            thread::spawn(name, move || {
+                let outcome = thread::catch_panic(|| call(hold.bytes_mut(off, len), &args));
+                drop(hold);
+                let (status, body) = match outcome {
+                    Ok(Ok(result)) => (wire::STATUS_OK, result),
+                    Ok(Err(e)) => {
+                        let why = format!("{name} on rank {me}: {e}");
+                        (
+                            wire::STATUS_ERROR,
+                            fault(GlobalErrorKind::Method(why)).encode(),
+                        )
+                    }
+                    Err(p) => (
+                        wire::STATUS_PANIC,
+                        crate::invoke::panic_message(name, &p).into_bytes(),
+                    ),
+                };
+                runtime::write_cell(src, cell, status, &body);
+            });
+        }
+        other => rt.fail(
+            &format!(
+                "malformed message from rank {src}: kind {other} is not a remote-memory message"
+            ),
+            1,
+        ),
+    }
+    Ok(())
+}

@@ -1,0 +1,782 @@
+//! [`GlobalPtr<T>`]: the address of plain data in registered memory of some
+//! rank, and every access through it (the caller's side of the protocols
+//! in the [module docs](super)).
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::marker::PhantomData;
+
+use bincode::de::{BorrowDecoder, Decoder};
+use bincode::enc::Encoder;
+use bincode::error::{DecodeError, EncodeError};
+use bincode::{BorrowDecode, Decode, Encode};
+use bytemuck::{Pod, Zeroable};
+use mttl_comm::Rank;
+
+use super::atomic::{AtomicInt, Op};
+use super::completion::Request;
+use super::error::{Fault, GlobalError, GlobalErrorKind};
+use super::region::{elem_size, Exclusive};
+use super::{pack_addr, MAX_REQUEST};
+use crate::codec;
+use crate::invoke::{self, RemoteMethod};
+use crate::registry::Callable;
+use crate::runtime::{with_rt, Runtime};
+use crate::thread;
+use crate::wire::{self, HeaderBuf};
+
+/// A pointer to a `T` in global memory: a rank, one of its registered
+/// regions ([`GlobalArray`](super::GlobalArray),
+/// [`GlobalObject`](super::GlobalObject)) and a byte offset in it.
+///
+/// It is plain data itself (16 bytes, `Pod`), so it can be stored in global
+/// memory (`GlobalPtr<GlobalPtr<T>>`) and passed to `invoke` (it is
+/// `Encode`/`Decode`). Any value is safe to use: the owner checks region,
+/// liveness, element size and bounds of every access, and a bad one fails
+/// with a [`GlobalError`] (the `try_` methods return it, the others panic
+/// with it). The all-zero value is the null pointer.
+///
+/// Values travel as raw bytes, so every rank must share the byte order and
+/// layout of `T`: true of a job running one build on one architecture.
+///
+/// Accesses to this rank's own memory happen right here and never wait: if
+/// a local guard ([`GlobalRef`](super::GlobalRef)) conflicts, they fail with
+/// [`GlobalErrorKind::Borrowed`]. Remote ones block only the calling mttl
+/// thread.
+#[repr(C)]
+pub struct GlobalPtr<T> {
+    node: u32,
+    region: u32,
+    offset: u64,
+    _elem: PhantomData<fn() -> T>,
+}
+
+// SAFETY: every field is an integer or a zero-sized marker, and the all-zero
+// value (the null pointer) is valid.
+unsafe impl<T: 'static> Zeroable for GlobalPtr<T> {}
+
+// SAFETY: `#[repr(C)]` with fields u32, u32, u64 (offsets 0, 4, 8; size 16,
+// align 8) has no padding; `PhantomData` is zero-sized with alignment 1;
+// every bit pattern is a valid value (no invariant is assumed: the owner
+// checks each access); `Copy` and `'static` as required.
+unsafe impl<T: 'static> Pod for GlobalPtr<T> {}
+
+const _: () = assert!(std::mem::size_of::<GlobalPtr<u8>>() == 16);
+
+impl<T> Clone for GlobalPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for GlobalPtr<T> {}
+
+impl<T> PartialEq for GlobalPtr<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.node, self.region, self.offset) == (other.node, other.region, other.offset)
+    }
+}
+
+impl<T> Eq for GlobalPtr<T> {}
+
+impl<T> Hash for GlobalPtr<T> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self.node, self.region, self.offset).hash(state);
+    }
+}
+
+impl<T> Default for GlobalPtr<T> {
+    fn default() -> Self {
+        Self::null()
+    }
+}
+
+impl<T> fmt::Debug for GlobalPtr<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_null() {
+            return write!(f, "GlobalPtr(null)");
+        }
+        write!(
+            f,
+            "GlobalPtr(rank {}, region {:#x}, byte {})",
+            self.node, self.region, self.offset
+        )
+    }
+}
+
+impl<T> Encode for GlobalPtr<T> {
+    fn encode<E: Encoder>(&self, e: &mut E) -> Result<(), EncodeError> {
+        self.node.encode(e)?;
+        self.region.encode(e)?;
+        self.offset.encode(e)
+    }
+}
+
+impl<T, C> Decode<C> for GlobalPtr<T> {
+    fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
+        Ok(GlobalPtr {
+            node: u32::decode(d)?,
+            region: u32::decode(d)?,
+            offset: u64::decode(d)?,
+            _elem: PhantomData,
+        })
+    }
+}
+
+impl<'de, T, C> BorrowDecode<'de, C> for GlobalPtr<T> {
+    fn borrow_decode<D: BorrowDecoder<'de, Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
+        Self::decode(d)
+    }
+}
+
+impl<T> GlobalPtr<T> {
+    /// The null pointer (every access fails with [`GlobalErrorKind::Null`]).
+    pub const fn null() -> Self {
+        Self::from_parts(0, 0, 0)
+    }
+
+    /// A pointer from its parts, e.g. to rebuild one sent by hand. Any
+    /// value is safe: a wrong one fails at the owner.
+    pub const fn from_parts(node: Rank, region: u32, byte_offset: u64) -> Self {
+        GlobalPtr {
+            node: node as u32,
+            region,
+            offset: byte_offset,
+            _elem: PhantomData,
+        }
+    }
+
+    /// Whether this is the null pointer (region 0 is never registered).
+    pub const fn is_null(&self) -> bool {
+        self.region == 0
+    }
+
+    /// The rank that owns the memory.
+    pub const fn node(&self) -> Rank {
+        self.node as Rank
+    }
+
+    /// The region's id at its owner.
+    pub const fn region(&self) -> u32 {
+        self.region
+    }
+
+    /// The offset in the region, in bytes.
+    pub const fn byte_offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The same address as a pointer to `U`. Accessing it checks at the
+    /// owner that the region holds `U`-sized elements.
+    pub const fn cast<U>(self) -> GlobalPtr<U> {
+        GlobalPtr::from_parts(self.node as Rank, self.region, self.offset)
+    }
+}
+
+/// The largest part of a request, rounded down to whole elements.
+fn piece_len(elem: usize) -> usize {
+    (MAX_REQUEST / elem).max(1) * elem
+}
+
+/// What one access is about, for its error.
+#[derive(Debug, Clone, Copy)]
+struct Access {
+    node: Rank,
+    region: u32,
+    offset: u64,
+    len: u64,
+    op: &'static str,
+    local: bool,
+}
+
+impl Access {
+    fn error(&self, kind: GlobalErrorKind) -> GlobalError {
+        GlobalError {
+            rank: self.node,
+            region: self.region,
+            offset: self.offset,
+            len: self.len,
+            op: self.op,
+            kind,
+        }
+    }
+
+    /// The outcome of a request from its reply.
+    fn outcome(&self, (status, body): (u8, Vec<u8>)) -> Result<Vec<u8>, GlobalError> {
+        match status {
+            wire::STATUS_OK => Ok(body),
+            wire::STATUS_ERROR => Err(self.error(Fault::decode(&body).kind)),
+            wire::STATUS_PANIC => Err(self.error(GlobalErrorKind::Panicked(
+                String::from_utf8_lossy(&body).into_owned(),
+            ))),
+            other => Err(self.error(GlobalErrorKind::Protocol(format!("reply status {other}")))),
+        }
+    }
+
+    /// The region at this rank, for a local access of `len` bytes (`None`:
+    /// one element).
+    fn locate_here(
+        &self,
+        rt: &Runtime,
+        elem: usize,
+        len: Option<u64>,
+    ) -> Result<(std::rc::Rc<super::region::RegionBuf>, usize, usize), GlobalError> {
+        rt.global
+            .locate(self.region, pack_addr(self.offset, elem), len)
+            .map_err(|f| self.error(f.kind))
+    }
+}
+
+/// Waits for every request, returning the first failure.
+fn wait_all(at: &Access, requests: Vec<Request<'_>>) -> Result<(), GlobalError> {
+    let mut first = Ok(());
+    for r in requests {
+        let outcome = at.outcome(r.wait());
+        if let (Ok(()), Err(e)) = (&first, outcome) {
+            first = Err(e);
+        }
+    }
+    first
+}
+
+impl<T: Pod> GlobalPtr<T> {
+    /// The pointer `n` elements further on (arithmetic wraps; the owner
+    /// checks bounds when it is used).
+    #[allow(clippy::should_implement_trait)] // named like `<*const T>::add`
+    pub fn add(self, n: usize) -> Self {
+        self.offset(n as isize)
+    }
+
+    /// The pointer `n` elements back.
+    #[allow(clippy::should_implement_trait)] // named like `<*const T>::sub`
+    pub fn sub(self, n: usize) -> Self {
+        self.offset((n as isize).wrapping_neg())
+    }
+
+    /// The pointer `n` elements away (either way).
+    pub fn offset(self, n: isize) -> Self {
+        let bytes = (n as i64).wrapping_mul(elem_size::<T>() as i64);
+        GlobalPtr {
+            offset: self.offset.wrapping_add(bytes as u64),
+            ..self
+        }
+    }
+
+    /// How many elements `self` is past `origin`, if both point into the
+    /// same region at element boundaries apart.
+    pub fn offset_from(self, origin: Self) -> Option<isize> {
+        if (self.node, self.region) != (origin.node, origin.region) {
+            return None;
+        }
+        let diff = self.offset.wrapping_sub(origin.offset) as i64;
+        let size = elem_size::<T>() as i64;
+        (diff % size == 0).then(|| (diff / size) as isize)
+    }
+
+    /// Checks what can be checked here and says whether the memory is local.
+    fn access(&self, op: &'static str, len: usize) -> Result<Access, GlobalError> {
+        let (me, size) = with_rt(|rt| (rt.rank, rt.size));
+        let at = Access {
+            node: self.node(),
+            region: self.region,
+            offset: self.offset,
+            len: len as u64,
+            op,
+            local: self.node() == me,
+        };
+        if self.is_null() {
+            return Err(at.error(GlobalErrorKind::Null));
+        }
+        if self.node() >= size {
+            return Err(at.error(GlobalErrorKind::NoSuchRank { size }));
+        }
+        Ok(at)
+    }
+
+    /// Reads the pointed-to value, blocking the calling thread.
+    ///
+    /// # Panics
+    ///
+    /// Panics with the [`GlobalError`] of [`try_read`](Self::try_read).
+    #[track_caller]
+    pub fn read(&self) -> T {
+        self.try_read().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Reads the pointed-to value, blocking the calling thread.
+    pub fn try_read(&self) -> Result<T, GlobalError> {
+        let mut v = T::zeroed();
+        self.try_read_slice(std::slice::from_mut(&mut v))?;
+        Ok(v)
+    }
+
+    /// Fills `out` from the elements starting here.
+    ///
+    /// # Panics
+    ///
+    /// Panics with the [`GlobalError`] of [`try_read_slice`](Self::try_read_slice).
+    #[track_caller]
+    pub fn read_slice(&self, out: &mut [T]) {
+        self.try_read_slice(out).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Reads `n` elements starting here.
+    ///
+    /// # Panics
+    ///
+    /// Panics with the [`GlobalError`] of [`try_read_slice`](Self::try_read_slice).
+    #[track_caller]
+    pub fn read_vec(&self, n: usize) -> Vec<T> {
+        let mut v = vec![T::zeroed(); n];
+        self.read_slice(&mut v);
+        v
+    }
+
+    /// Fills `out` from the elements starting here, blocking the calling
+    /// thread. The reply's bytes are copied once, into `out`. An empty
+    /// `out` asks nothing of the owner.
+    pub fn try_read_slice(&self, out: &mut [T]) -> Result<(), GlobalError> {
+        let out: &mut [u8] = bytemuck::cast_slice_mut(out);
+        let at = self.access("read", out.len())?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let elem = elem_size::<T>();
+        if at.local {
+            let (buf, off, len) = with_rt(|rt| at.locate_here(rt, elem, Some(at.len)))?;
+            return buf
+                .with_bytes(off, len, |b| out.copy_from_slice(b))
+                .ok_or_else(|| at.error(GlobalErrorKind::Borrowed));
+        }
+        let requests = with_rt(|rt| {
+            let mut requests = Vec::new();
+            let mut offset = at.offset;
+            for piece in out.chunks_mut(piece_len(elem)) {
+                let len = piece.len();
+                let r = Request::new(rt, at.node, Some(piece));
+                let header = HeaderBuf::with_capacity(20)
+                    .u32(at.region)
+                    .u64(pack_addr(offset, elem))
+                    .u32(len as u32)
+                    .u32(r.slot())
+                    .bytes;
+                if let Err(e) = rt.post(at.node, wire::READ, &header, &[]) {
+                    rt.fail(&format!("sending a read to rank {}: {e}", at.node), 1);
+                }
+                requests.push(r);
+                offset = offset.wrapping_add(len as u64);
+            }
+            requests
+        });
+        wait_all(&at, requests)
+    }
+
+    /// Writes `value` and waits until the owner has applied it.
+    ///
+    /// # Panics
+    ///
+    /// Panics with the [`GlobalError`] of [`try_write`](Self::try_write).
+    #[track_caller]
+    pub fn write(&self, value: T) {
+        self.try_write(value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Writes `value` and waits until the owner has applied it.
+    pub fn try_write(&self, value: T) -> Result<(), GlobalError> {
+        self.try_write_slice(std::slice::from_ref(&value))
+    }
+
+    /// Writes `data` to the elements starting here and waits until the
+    /// owner has applied it.
+    ///
+    /// # Panics
+    ///
+    /// Panics with the [`GlobalError`] of [`try_write_slice`](Self::try_write_slice).
+    #[track_caller]
+    pub fn write_slice(&self, data: &[T]) {
+        self.try_write_slice(data).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Writes `data` to the elements starting here and waits until the
+    /// owner has applied it. Large data is sent straight from `data`.
+    pub fn try_write_slice(&self, data: &[T]) -> Result<(), GlobalError> {
+        self.put(data, "write", true)
+    }
+
+    /// Writes `value` without waiting: it is applied at the owner by the
+    /// time this rank's next [`fence`](super::fence) (or barrier) returns.
+    ///
+    /// # Panics
+    ///
+    /// Panics with the [`GlobalError`] of [`try_nwrite`](Self::try_nwrite).
+    #[track_caller]
+    pub fn nwrite(&self, value: T) {
+        self.try_nwrite(value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Writes `value` without waiting. Errors found here (null pointer, no
+    /// such rank, and any error of a local write) come back at once; the
+    /// owner's come back from the next [`try_fence`](super::try_fence).
+    pub fn try_nwrite(&self, value: T) -> Result<(), GlobalError> {
+        self.try_nwrite_slice(std::slice::from_ref(&value))
+    }
+
+    /// Writes `data` to the elements starting here without waiting (see
+    /// [`nwrite`](Self::nwrite)); `data` may be reused at once.
+    ///
+    /// # Panics
+    ///
+    /// Panics with the [`GlobalError`] of [`try_nwrite_slice`](Self::try_nwrite_slice).
+    #[track_caller]
+    pub fn nwrite_slice(&self, data: &[T]) {
+        self.try_nwrite_slice(data)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Writes `data` without waiting (see [`try_nwrite`](Self::try_nwrite)).
+    pub fn try_nwrite_slice(&self, data: &[T]) -> Result<(), GlobalError> {
+        self.put(data, "nwrite", false)
+    }
+
+    /// The two writes: `WRITE_ACK`s waited for, or `WRITE`s counted for
+    /// the next fence.
+    fn put(&self, data: &[T], op: &'static str, wait: bool) -> Result<(), GlobalError> {
+        let data: &[u8] = bytemuck::cast_slice(data);
+        let at = self.access(op, data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let elem = elem_size::<T>();
+        if at.local {
+            let (buf, off, len) = with_rt(|rt| at.locate_here(rt, elem, Some(at.len)))?;
+            return buf
+                .with_bytes_mut(off, len, |b| b.copy_from_slice(data))
+                .ok_or_else(|| at.error(GlobalErrorKind::Borrowed));
+        }
+        let requests = with_rt(|rt| {
+            let mut requests = Vec::new();
+            let mut offset = at.offset;
+            for piece in data.chunks(piece_len(elem)) {
+                let header = HeaderBuf::with_capacity(16)
+                    .u32(at.region)
+                    .u64(pack_addr(offset, elem));
+                let (kind, header) = if wait {
+                    let r = Request::new(rt, at.node, None);
+                    let header = header.u32(r.slot()).bytes;
+                    requests.push(r);
+                    (wire::WRITE_ACK, header)
+                } else {
+                    rt.global.note_nwrite(at.node);
+                    (wire::WRITE, header.bytes)
+                };
+                if let Err(e) = rt.post(at.node, kind, &header, piece) {
+                    rt.fail(&format!("sending a write to rank {}: {e}", at.node), 1);
+                }
+                offset = offset.wrapping_add(piece.len() as u64);
+            }
+            requests
+        });
+        wait_all(&at, requests)
+    }
+
+    /// Runs the member function `method` on the pointed-to object at its
+    /// owner and returns its result (for this rank's own memory, right
+    /// here). The owner holds the object exclusively while `method` runs,
+    /// waiting first for local guards to go; a local call fails with
+    /// [`GlobalErrorKind::Borrowed`] instead.
+    ///
+    /// # Panics
+    ///
+    /// Panics with the [`GlobalError`] of [`try_invoke`](Self::try_invoke),
+    /// and if `method` is not `#[mttl::remote]`.
+    #[track_caller]
+    pub fn invoke<F, A>(&self, method: F, args: A) -> F::Output
+    where
+        F: RemoteMethod<T, A>,
+        A: Encode + 'static,
+        F::Output: Encode + Decode<()>,
+    {
+        self.try_invoke(method, args)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`invoke`](Self::invoke), returning failures (including a panic
+    /// of `method`, as [`GlobalErrorKind::Panicked`]).
+    ///
+    /// # Panics
+    ///
+    /// Panics if `method` is not `#[mttl::remote]`.
+    pub fn try_invoke<F, A>(&self, method: F, args: A) -> Result<F::Output, GlobalError>
+    where
+        F: RemoteMethod<T, A>,
+        A: Encode + 'static,
+        F::Output: Encode + Decode<()>,
+    {
+        let entry = invoke::entry_of::<F>();
+        let elem = elem_size::<T>();
+        let at = self.access(entry.name, elem)?;
+        if let Callable::Method { object_size, .. } = entry.callable {
+            // `F: RemoteMethod<T, _>` makes this hold; a stale registry
+            // (another build) would not.
+            if object_size != elem {
+                return Err(at.error(GlobalErrorKind::WrongType {
+                    region_elem: object_size as u64,
+                    ptr_elem: elem as u64,
+                }));
+            }
+        }
+        if at.local {
+            let (buf, off, len) = with_rt(|rt| at.locate_here(rt, elem, None))?;
+            let mut hold =
+                Exclusive::acquire(buf).map_err(|_| at.error(GlobalErrorKind::Borrowed))?;
+            let object: &mut T =
+                bytemuck::try_from_bytes_mut(hold.bytes_mut(off, len)).map_err(|e| {
+                    at.error(GlobalErrorKind::Method(format!(
+                        "the object is not a valid {}: {e:?}",
+                        std::any::type_name::<T>()
+                    )))
+                })?;
+            return thread::catch_panic(|| method.call_local(object, args)).map_err(|p| {
+                at.error(GlobalErrorKind::Panicked(invoke::panic_message(
+                    entry.name, &p,
+                )))
+            });
+        }
+        let mut body = Vec::new();
+        codec::encode_into(&args, &mut body)
+            .map_err(|e| at.error(GlobalErrorKind::Method(format!("{}: {e}", entry.name))))?;
+        let request = with_rt(|rt| {
+            let r = Request::new(rt, at.node, None);
+            let header = HeaderBuf::with_capacity(24)
+                .u32(at.region)
+                .u64(pack_addr(at.offset, elem))
+                .u64(entry.id)
+                .u32(r.slot())
+                .bytes;
+            if let Err(e) = rt.post_owned(at.node, wire::METHOD, &header, body) {
+                rt.fail(
+                    &format!("invoking {} on rank {}: {e}", entry.name, at.node),
+                    1,
+                );
+            }
+            r
+        });
+        let result = at.outcome(request.wait())?;
+        codec::decode(&result).map_err(|e| {
+            at.error(GlobalErrorKind::Method(format!(
+                "the result of {} could not be decoded: {e}",
+                entry.name
+            )))
+        })
+    }
+}
+
+/// Atomic read-modify-write operations, applied at the owner in one step
+/// (see `atomic`): exact under any contention from any number of ranks and
+/// threads.
+impl<T: AtomicInt> GlobalPtr<T> {
+    fn atomic(&self, op: Op, operands: &[T]) -> Result<(Access, Vec<u8>), GlobalError> {
+        let elem = elem_size::<T>();
+        let at = self.access(op.name(), elem)?;
+        let operands: &[u8] = bytemuck::cast_slice(operands);
+        let code = op.code::<T>();
+        if at.local {
+            let (buf, off, len) = with_rt(|rt| at.locate_here(rt, elem, Some(at.len)))?;
+            return match buf.with_bytes_mut(off, len, |t| super::atomic::apply(code, t, operands)) {
+                None => Err(at.error(GlobalErrorKind::Borrowed)),
+                Some(r) => r.map(|reply| (at, reply)).map_err(|k| at.error(k)),
+            };
+        }
+        let request = with_rt(|rt| {
+            let r = Request::new(rt, at.node, None);
+            let header = HeaderBuf::with_capacity(17)
+                .u32(at.region)
+                .u64(pack_addr(at.offset, elem))
+                .u32(r.slot())
+                .u8(code)
+                .bytes;
+            if let Err(e) = rt.post(at.node, wire::ATOMIC, &header, operands) {
+                rt.fail(&format!("sending an atomic to rank {}: {e}", at.node), 1);
+            }
+            r
+        });
+        Ok((at, at.outcome(request.wait())?))
+    }
+
+    /// The previous value, from an atomic's reply.
+    fn previous(&self, op: Op, operand: T) -> Result<T, GlobalError> {
+        let (at, reply) = self.atomic(op, &[operand])?;
+        bytemuck::try_pod_read_unaligned(&reply).map_err(|_| {
+            at.error(GlobalErrorKind::Protocol(format!(
+                "{} reply bytes for {}",
+                reply.len(),
+                op.name()
+            )))
+        })
+    }
+
+    /// Adds `v` (wrapping) and returns the previous value.
+    pub fn try_fetch_add(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchAdd, v)
+    }
+
+    /// Subtracts `v` (wrapping) and returns the previous value.
+    pub fn try_fetch_sub(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchSub, v)
+    }
+
+    /// Stores `v` and returns the previous value.
+    pub fn try_swap(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::Swap, v)
+    }
+
+    /// Stores the minimum of the value and `v`; returns the previous value.
+    pub fn try_fetch_min(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchMin, v)
+    }
+
+    /// Stores the maximum of the value and `v`; returns the previous value.
+    pub fn try_fetch_max(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchMax, v)
+    }
+
+    /// Bitwise-ands `v` in and returns the previous value.
+    pub fn try_fetch_and(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchAnd, v)
+    }
+
+    /// Bitwise-ors `v` in and returns the previous value.
+    pub fn try_fetch_or(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchOr, v)
+    }
+
+    /// Bitwise-xors `v` in and returns the previous value.
+    pub fn try_fetch_xor(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchXor, v)
+    }
+
+    /// Stores `new` if the value is `current`. Returns `Ok(previous)` if it
+    /// did, `Err(actual value)` if not (like `AtomicU64::compare_exchange`).
+    pub fn try_compare_exchange(&self, current: T, new: T) -> Result<Result<T, T>, GlobalError> {
+        let (at, reply) = self.atomic(Op::CompareExchange, &[current, new])?;
+        match reply.split_first() {
+            Some((&swapped, old)) if old.len() == elem_size::<T>() => {
+                let old: T = bytemuck::pod_read_unaligned(old);
+                Ok(if swapped == 1 { Ok(old) } else { Err(old) })
+            }
+            _ => Err(at.error(GlobalErrorKind::Protocol(format!(
+                "{} reply bytes for compare_exchange",
+                reply.len()
+            )))),
+        }
+    }
+
+    /// [`try_fetch_add`](Self::try_fetch_add), panicking on failure.
+    #[track_caller]
+    pub fn fetch_add(&self, v: T) -> T {
+        self.try_fetch_add(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_sub`](Self::try_fetch_sub), panicking on failure.
+    #[track_caller]
+    pub fn fetch_sub(&self, v: T) -> T {
+        self.try_fetch_sub(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_swap`](Self::try_swap), panicking on failure.
+    #[track_caller]
+    pub fn swap(&self, v: T) -> T {
+        self.try_swap(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_min`](Self::try_fetch_min), panicking on failure.
+    #[track_caller]
+    pub fn fetch_min(&self, v: T) -> T {
+        self.try_fetch_min(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_max`](Self::try_fetch_max), panicking on failure.
+    #[track_caller]
+    pub fn fetch_max(&self, v: T) -> T {
+        self.try_fetch_max(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_and`](Self::try_fetch_and), panicking on failure.
+    #[track_caller]
+    pub fn fetch_and(&self, v: T) -> T {
+        self.try_fetch_and(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_or`](Self::try_fetch_or), panicking on failure.
+    #[track_caller]
+    pub fn fetch_or(&self, v: T) -> T {
+        self.try_fetch_or(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_xor`](Self::try_fetch_xor), panicking on failure.
+    #[track_caller]
+    pub fn fetch_xor(&self, v: T) -> T {
+        self.try_fetch_xor(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_compare_exchange`](Self::try_compare_exchange), panicking on
+    /// failure to reach the value.
+    #[track_caller]
+    pub fn compare_exchange(&self, current: T, new: T) -> Result<T, T> {
+        self.try_compare_exchange(current, new)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pointer_is_sixteen_bytes_of_plain_data() {
+        let p = GlobalPtr::<u64>::from_parts(3, 0x0010_0002, 24);
+        let bytes = bytemuck::bytes_of(&p);
+        assert_eq!(bytes.len(), 16);
+        let back: GlobalPtr<u64> = bytemuck::pod_read_unaligned(bytes);
+        assert_eq!(back, p);
+        assert!(<GlobalPtr<u64> as Zeroable>::zeroed() == GlobalPtr::null());
+        let pp: GlobalPtr<GlobalPtr<u64>> = GlobalPtr::from_parts(1, 7 << 20, 0);
+        assert_eq!(std::mem::size_of_val(&pp), 16);
+    }
+
+    #[test]
+    fn arithmetic_counts_elements() {
+        let p = GlobalPtr::<u32>::from_parts(1, 1 << 20, 8);
+        assert_eq!(p.add(3).byte_offset(), 20);
+        assert_eq!(p.add(3).sub(3), p);
+        assert_eq!(p.offset(-2).byte_offset(), 0);
+        assert_eq!(p.add(5).offset_from(p), Some(5));
+        assert_eq!(p.offset_from(p.add(5)), Some(-5));
+        assert_eq!(p.cast::<u8>().add(1).cast::<u32>().offset_from(p), None);
+        let other = GlobalPtr::<u32>::from_parts(2, 1 << 20, 8);
+        assert_eq!(other.offset_from(p), None);
+        assert_eq!(p.cast::<u64>().add(1).byte_offset(), 16);
+    }
+
+    #[test]
+    fn null_and_debug() {
+        let n = GlobalPtr::<u8>::null();
+        assert!(n.is_null());
+        assert_eq!(format!("{n:?}"), "GlobalPtr(null)");
+        let p = GlobalPtr::<u8>::from_parts(2, 0x0010_0001, 5);
+        assert_eq!(
+            format!("{p:?}"),
+            "GlobalPtr(rank 2, region 0x100001, byte 5)"
+        );
+        assert!(!p.is_null());
+    }
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let p = GlobalPtr::<i64>::from_parts(5, 0x0030_0009, 4096);
+        let mut v = Vec::new();
+        codec::encode_into(&(p, vec![p, GlobalPtr::null()]), &mut v).unwrap();
+        let back: (GlobalPtr<i64>, Vec<GlobalPtr<i64>>) = codec::decode(&v).unwrap();
+        assert_eq!(back, (p, vec![p, GlobalPtr::null()]));
+    }
+}
