@@ -2,7 +2,8 @@
 //! (powers of two and not): barrier, broadcast, reduce, allreduce, gather,
 //! allgather and alltoall give exact results in rank order; thousands run
 //! back to back without mixing up their sequence numbers; a barrier
-//! completes the remote writes issued before it; misuse stops the job with
+//! completes the remote writes issued before it (many `nwrite`s in
+//! flight); misuse stops the job with
 //! a message naming both sides.
 //!
 //! Each test is a job of its own (see `runtime_support`): node 0's main runs
@@ -24,6 +25,7 @@ on_every_backend!(
     alltoall_exchanges,
     thousand_back_to_back,
     kinds_interleaved_with_skew,
+    barrier_completes_remote_writes,
     mismatched_collectives_are_reported,
     concurrent_collectives_on_one_node_are_reported,
 );
@@ -447,6 +449,85 @@ fn interleaved_task() {
 fn kinds_interleaved_with_skew(t: Scenario) {
     on_each_size(t, || {
         mttl::spmd(interleaved_task, ());
+    });
+}
+
+// ---------------------------------------------------------------- completion
+
+/// Small `nwrite`s per destination per round, one element each.
+const SLOTS: usize = 256;
+/// Elements of the one large `nwrite` per destination per round (1 MiB).
+const BIG: usize = 1 << 17;
+const ROUNDS: u64 = 30;
+
+/// What `src` writes in `round` at element `i` of its block.
+fn stamp(round: u64, src: usize, i: usize) -> u64 {
+    round << 40 | (src as u64) << 32 | i as u64
+}
+
+/// Many remote writes in flight, then a barrier: afterwards every node
+/// finds every other node's writes of this round in its memory.
+///
+/// Each round, every node sends every other node one 1 MiB `nwrite` and
+/// then 256 single-element ones behind it on the same link, and enters the
+/// barrier without waiting. A barrier that returned before every node
+/// entered it, or one that did not first `fence` its writes, fails here:
+/// from 4 nodes on, the dissemination barrier reaches a node from some
+/// sender only through third nodes, past the sender's writes still on
+/// their way (at 2 and 3 nodes every node hears from every other directly,
+/// behind its writes, so only the fence-less barrier at 4 shows it).
+#[mttl::remote]
+fn remote_writes_task() {
+    let (me, n) = (me(), n());
+    let small = mttl::GlobalArray::<u64>::new(n * SLOTS);
+    let big = mttl::GlobalArray::<u64>::new(n * BIG);
+    let smalls = mttl::allgather(small.global_ptr());
+    let bigs = mttl::allgather(big.global_ptr());
+    let mut chunk = vec![0u64; BIG];
+    for round in 1..=ROUNDS {
+        stagger(round as usize);
+        for k in 1..n {
+            let dest = (me + k) % n;
+            for (i, x) in chunk.iter_mut().enumerate() {
+                *x = stamp(round, me, i);
+            }
+            bigs[dest].add(me * BIG).nwrite_slice(&chunk);
+            for i in 0..SLOTS {
+                smalls[dest].add(me * SLOTS + i).nwrite(stamp(round, me, i));
+            }
+        }
+        mttl::barrier();
+        {
+            let small = small.borrow();
+            let big = big.borrow();
+            for src in (0..n).filter(|&s| s != me) {
+                for i in 0..SLOTS {
+                    let got = small[src * SLOTS + i];
+                    assert_eq!(
+                        got,
+                        stamp(round, src, i),
+                        "round {round}: after the barrier, rank {me} lacks rank {src}'s small \
+                         write {i} (holds {got:#x})"
+                    );
+                }
+                let block = &big[src * BIG..(src + 1) * BIG];
+                if let Some(i) = (0..BIG).find(|&i| block[i] != stamp(round, src, i)) {
+                    panic!(
+                        "round {round}: after the barrier, rank {me} lacks rank {src}'s large \
+                         write from element {i} (holds {:#x})",
+                        block[i]
+                    );
+                }
+            }
+        }
+        // Nobody writes the next round before everyone has checked this one.
+        mttl::barrier();
+    }
+}
+
+fn barrier_completes_remote_writes(t: Scenario) {
+    on_each_size(t, || {
+        mttl::spmd(remote_writes_task, ());
     });
 }
 
