@@ -26,7 +26,9 @@ on_every_backend!(
     thousand_back_to_back,
     kinds_interleaved_with_skew,
     barrier_completes_remote_writes,
+    blocked_collective_names_itself,
     mismatched_collectives_are_reported,
+    mismatched_roots_are_reported,
     concurrent_collectives_on_one_node_are_reported,
 );
 
@@ -555,6 +557,51 @@ fn mismatched_collectives_are_reported(t: Scenario) {
 #[mttl::remote]
 fn lone_barrier() {
     mttl::barrier();
+}
+
+#[mttl::remote]
+fn broadcast_from_self() -> u64 {
+    mttl::broadcast(me(), me() as u64)
+}
+
+fn mismatched_roots_are_reported(t: Scenario) {
+    let out = t.run(2, || {
+        // Both think they are the root: each returns at once, then gets the
+        // other's value for a broadcast it has finished.
+        mttl::spmd(broadcast_from_self, ());
+    });
+    out.assert_failure();
+    out.stderr_line(&[
+        "broadcast #0, which this node has already finished",
+        "same roots",
+    ]);
+}
+
+fn blocked_collective_names_itself(t: Scenario) {
+    if t.in_job() {
+        stop_job_on_panic();
+    }
+    t.run(2, || {
+        let first = mttl::ainvoke(0, lone_barrier, ());
+        let blocked = loop {
+            mttl::yield_now();
+            let threads = mttl::thread::blocked_threads();
+            if let Some(b) = threads.into_iter().find(|b| b.reason.what() == "barrier") {
+                break b;
+            }
+        };
+        // What a deadlock watchdog would print: the collective, its
+        // number, and the user's call site.
+        assert_eq!(blocked.reason.detail(), Some(("collective", 0)));
+        let text = blocked.to_string();
+        assert!(
+            text.contains("barrier (collective 0) at tests/collectives.rs:"),
+            "{text}"
+        );
+        mttl::invoke(1, lone_barrier, ());
+        first.wait();
+    })
+    .assert_success();
 }
 
 fn concurrent_collectives_on_one_node_are_reported(t: Scenario) {
