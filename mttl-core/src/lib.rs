@@ -27,6 +27,10 @@ pub mod thread;
 mod wire;
 
 pub use bytemuck::{Pod, Zeroable};
+
+/// The plain-data crate, for `#[derive(mttl::Pod, mttl::Zeroable)]` with
+/// `#[bytemuck(crate = "mttl::bytemuck")]` on types kept in global memory.
+pub use bytemuck;
 pub use codec::{Decode, Encode};
 
 /// The serialisation crate, for `#[derive(mttl::Encode, mttl::Decode)]` with

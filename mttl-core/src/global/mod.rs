@@ -2,11 +2,12 @@
 //! ([`GlobalArray`], [`GlobalObject`]), remote read, write, `nwrite`,
 //! atomics and member functions, and [`fence`].
 //!
-//! Files: `region` (the region table, the handles, borrow guards), `ptr`
-//! (the pointer and the caller's side of every access), `owner` (the
-//! owner's side: checks, application, deferral), `completion` (reply
-//! cells), `atomic` (the atomic operations), `error` ([`GlobalError`] and
-//! its wire form).
+//! Files: `region` (a region's memory and borrow state, the region table),
+//! `handle` ([`GlobalArray`], [`GlobalObject`]), `guard` (the borrow
+//! guards), `ptr` (the pointer and the caller's side of every access),
+//! `owner` (the owner's side: checks, application, deferral), `completion`
+//! (reply cells), `atomic` (the atomic operations), `error`
+//! ([`GlobalError`] and its wire form).
 //!
 //! # Model
 //!
@@ -109,6 +110,8 @@
 mod atomic;
 mod completion;
 mod error;
+mod guard;
+mod handle;
 mod owner;
 mod ptr;
 mod region;
@@ -119,8 +122,9 @@ use mttl_comm::Rank;
 
 pub use self::atomic::AtomicInt;
 pub use self::error::{GlobalError, GlobalErrorKind};
+pub use self::guard::{BorrowError, GlobalRef, GlobalRefMut};
+pub use self::handle::{GlobalArray, GlobalObject};
 pub use self::ptr::GlobalPtr;
-pub use self::region::{BorrowError, GlobalArray, GlobalObject, GlobalRef, GlobalRefMut};
 
 pub(crate) use self::owner::dispatch;
 

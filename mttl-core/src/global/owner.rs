@@ -333,6 +333,7 @@ fn apply(rt: &mut Runtime, src: Rank, held: Held) -> Result<(), Held> {
             let args = held.body;
             let name = entry.name;
             thread::spawn(name, move || {
+                hold.enter();
                 let outcome = thread::catch_panic(|| call(hold.bytes_mut(off, len), &args));
                 drop(hold);
                 let (status, body) = match outcome {

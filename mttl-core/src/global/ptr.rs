@@ -5,6 +5,7 @@
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
+use std::rc::Rc;
 
 use bincode::de::{BorrowDecoder, Decoder};
 use bincode::enc::Encoder;
@@ -16,12 +17,12 @@ use mttl_comm::Rank;
 use super::atomic::{AtomicInt, Op};
 use super::completion::Request;
 use super::error::{Fault, GlobalError, GlobalErrorKind};
-use super::region::{elem_size, Exclusive};
+use super::region::{elem_size, Exclusive, RegionBuf};
 use super::{pack_addr, MAX_REQUEST};
 use crate::codec;
 use crate::invoke::{self, RemoteMethod};
 use crate::registry::Callable;
-use crate::runtime::{with_rt, Runtime};
+use crate::runtime::with_rt;
 use crate::thread;
 use crate::wire::{self, HeaderBuf};
 
@@ -39,10 +40,12 @@ use crate::wire::{self, HeaderBuf};
 /// Values travel as raw bytes, so every rank must share the byte order and
 /// layout of `T`: true of a job running one build on one architecture.
 ///
-/// Accesses to this rank's own memory happen right here and never wait: if
-/// a local guard ([`GlobalRef`](super::GlobalRef)) conflicts, they fail with
-/// [`GlobalErrorKind::Borrowed`]. Remote ones block only the calling mttl
-/// thread.
+/// Accesses to this rank's own memory happen right here. They wait only
+/// for a member function that another rank (or another thread) runs on the
+/// region; a conflicting local guard ([`GlobalRef`](super::GlobalRef)),
+/// which may be the caller's own, makes them fail with
+/// [`GlobalErrorKind::Borrowed`], as with `RefCell`. Remote accesses block
+/// only the calling mttl thread.
 #[repr(C)]
 pub struct GlobalPtr<T> {
     node: u32,
@@ -213,17 +216,31 @@ impl Access {
         }
     }
 
-    /// The region at this rank, for a local access of `len` bytes (`None`:
-    /// one element).
-    fn locate_here(
+    /// Runs `attempt` on the region at this rank, at the bytes a local
+    /// access of `len` bytes (`None`: one element) touches, until it
+    /// succeeds. When it fails (the region is borrowed) and a member
+    /// function holds the region, waits for it and tries again, checking
+    /// the region anew (it may have been freed meanwhile); otherwise fails
+    /// with `Borrowed`.
+    fn here<R>(
         &self,
-        rt: &Runtime,
         elem: usize,
         len: Option<u64>,
-    ) -> Result<(std::rc::Rc<super::region::RegionBuf>, usize, usize), GlobalError> {
-        rt.global
-            .locate(self.region, pack_addr(self.offset, elem), len)
-            .map_err(|f| self.error(f.kind))
+        mut attempt: impl FnMut(&Rc<RegionBuf>, usize, usize) -> Option<R>,
+    ) -> Result<R, GlobalError> {
+        loop {
+            let (buf, off, len) = with_rt(|rt| {
+                rt.global
+                    .locate(self.region, pack_addr(self.offset, elem), len)
+                    .map_err(|f| self.error(f.kind))
+            })?;
+            if let Some(r) = attempt(&buf, off, len) {
+                return Ok(r);
+            }
+            if !buf.wait_for_method() {
+                return Err(self.error(GlobalErrorKind::Borrowed));
+            }
+        }
     }
 }
 
@@ -343,10 +360,9 @@ impl<T: Pod> GlobalPtr<T> {
         }
         let elem = elem_size::<T>();
         if at.local {
-            let (buf, off, len) = with_rt(|rt| at.locate_here(rt, elem, Some(at.len)))?;
-            return buf
-                .with_bytes(off, len, |b| out.copy_from_slice(b))
-                .ok_or_else(|| at.error(GlobalErrorKind::Borrowed));
+            return at.here(elem, Some(at.len), |buf, off, len| {
+                buf.with_bytes(off, len, |b| out.copy_from_slice(b))
+            });
         }
         let requests = with_rt(|rt| {
             let mut requests = Vec::new();
@@ -448,10 +464,9 @@ impl<T: Pod> GlobalPtr<T> {
         }
         let elem = elem_size::<T>();
         if at.local {
-            let (buf, off, len) = with_rt(|rt| at.locate_here(rt, elem, Some(at.len)))?;
-            return buf
-                .with_bytes_mut(off, len, |b| b.copy_from_slice(data))
-                .ok_or_else(|| at.error(GlobalErrorKind::Borrowed));
+            return at.here(elem, Some(at.len), |buf, off, len| {
+                buf.with_bytes_mut(off, len, |b| b.copy_from_slice(data))
+            });
         }
         let requests = with_rt(|rt| {
             let mut requests = Vec::new();
@@ -481,9 +496,9 @@ impl<T: Pod> GlobalPtr<T> {
 
     /// Runs the member function `method` on the pointed-to object at its
     /// owner and returns its result (for this rank's own memory, right
-    /// here). The owner holds the object exclusively while `method` runs,
-    /// waiting first for local guards to go; a local call fails with
-    /// [`GlobalErrorKind::Borrowed`] instead.
+    /// here). The owner holds the object's region exclusively while
+    /// `method` runs, waiting first for local guards to go; a local call
+    /// fails with [`GlobalErrorKind::Borrowed`] instead (see above).
     ///
     /// # Panics
     ///
@@ -526,9 +541,10 @@ impl<T: Pod> GlobalPtr<T> {
             }
         }
         if at.local {
-            let (buf, off, len) = with_rt(|rt| at.locate_here(rt, elem, None))?;
-            let mut hold =
-                Exclusive::acquire(buf).map_err(|_| at.error(GlobalErrorKind::Borrowed))?;
+            let (mut hold, off, len) = at.here(elem, None, |buf, off, len| {
+                Exclusive::acquire(buf.clone()).ok().map(|h| (h, off, len))
+            })?;
+            hold.enter();
             let object: &mut T =
                 bytemuck::try_from_bytes_mut(hold.bytes_mut(off, len)).map_err(|e| {
                     at.error(GlobalErrorKind::Method(format!(
@@ -581,11 +597,10 @@ impl<T: AtomicInt> GlobalPtr<T> {
         let operands: &[u8] = bytemuck::cast_slice(operands);
         let code = op.code::<T>();
         if at.local {
-            let (buf, off, len) = with_rt(|rt| at.locate_here(rt, elem, Some(at.len)))?;
-            return match buf.with_bytes_mut(off, len, |t| super::atomic::apply(code, t, operands)) {
-                None => Err(at.error(GlobalErrorKind::Borrowed)),
-                Some(r) => r.map(|reply| (at, reply)).map_err(|k| at.error(k)),
-            };
+            let applied = at.here(elem, Some(at.len), |buf, off, len| {
+                buf.with_bytes_mut(off, len, |t| super::atomic::apply(code, t, operands))
+            })?;
+            return applied.map(|reply| (at, reply)).map_err(|k| at.error(k));
         }
         let request = with_rt(|rt| {
             let r = Request::new(rt, at.node, None);

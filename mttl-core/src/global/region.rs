@@ -1,10 +1,22 @@
-//! Registered memory: the region table, [`GlobalArray`], [`GlobalObject`]
-//! and the borrow guards through which local code reaches them.
+//! Registered memory: [`RegionBuf`], one block of plain data with its
+//! borrow state, and [`Regions`], the table of a rank's regions by id.
 //!
-//! A region is one heap block of plain data ([`RegionBuf`]) with a borrow
-//! state like `RefCell`'s: free, shared by `n` readers, or held by one
-//! writer. Every reference into the block, whoever makes it, is counted
-//! there (see "Soundness" in the [module docs](super)).
+//! A region's borrow state is like a `RefCell`'s: free, shared by `n`
+//! readers, or held by one writer. Every reference into the block, whoever
+//! makes it, is counted there (see "Soundness" in the [module docs](super)):
+//! the guards of `guard`, the byte accesses of the runtime
+//! ([`RegionBuf::with_bytes`], [`RegionBuf::with_bytes_mut`]) and the hold
+//! of a member function ([`Exclusive`]).
+//!
+//! # Waiting for a member function
+//!
+//! A member function invoked from another rank holds its region from the
+//! moment its request is applied until it returns, on a thread of its own.
+//! Local code of the owner that meets that hold waits for it (unless it is
+//! that very function, which would wait for itself): it registers in the
+//! region's local waiters and blocks; the release wakes every waiter, which
+//! then tries again. A conflict with a local guard is never waited for
+//! (it may be the caller's own): it is an error, as with `RefCell`.
 //!
 //! # Region ids
 //!
@@ -18,8 +30,6 @@
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fmt;
-use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::rc::Rc;
 
@@ -27,9 +37,9 @@ use bytemuck::Pod;
 use mttl_comm::Rank;
 
 use super::error::GlobalErrorKind;
-use super::ptr::GlobalPtr;
-use super::MAX_REGION_BYTES;
-use crate::runtime::{self, with_rt};
+use super::guard::BorrowError;
+use crate::runtime;
+use crate::thread::{self, BlockReason, ThreadId};
 
 /// Bits of a region id that name the slot.
 const SLOT_BITS: u32 = 20;
@@ -55,6 +65,16 @@ pub(crate) const fn elem_size<T>() -> usize {
 const FREE: isize = 0;
 const EXCLUSIVE: isize = -1;
 
+/// Who holds a region for a member function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MethodHold {
+    None,
+    /// Held; the function's thread has not started yet.
+    Starting,
+    /// Held by this thread.
+    Running(ThreadId),
+}
+
 /// One registered block of memory: the heap allocation of a boxed slice of
 /// plain data, and its borrow state.
 pub(crate) struct RegionBuf {
@@ -74,6 +94,9 @@ pub(crate) struct RegionBuf {
     /// A deferred remote-memory message waits for this region (see the
     /// module docs of `owner`): drain the queues when it becomes free.
     waiters: Cell<bool>,
+    method: Cell<MethodHold>,
+    /// Local threads waiting for the member function to return.
+    local_waiters: Cell<Vec<ThreadId>>,
 }
 
 impl fmt::Debug for RegionBuf {
@@ -124,12 +147,27 @@ impl RegionBuf {
             free: free_boxed::<T>,
             state: Cell::new(FREE),
             waiters: Cell::new(false),
+            method: Cell::new(MethodHold::None),
+            local_waiters: Cell::new(Vec::new()),
         }
     }
 
-    #[cfg(test)]
     pub(crate) fn id(&self) -> u32 {
         self.id
+    }
+
+    pub(crate) fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// The start of the block, aligned for its element type.
+    pub(super) fn base(&self) -> NonNull<u8> {
+        self.base
+    }
+
+    /// Number of elements.
+    pub(crate) fn count(&self) -> usize {
+        self.count
     }
 
     /// Size in bytes.
@@ -143,7 +181,7 @@ impl RegionBuf {
 
     /// Whether no borrow of any kind is live.
     #[cfg(test)]
-    fn is_free(&self) -> bool {
+    pub(super) fn is_free(&self) -> bool {
         self.state.get() == FREE
     }
 
@@ -169,30 +207,83 @@ impl RegionBuf {
         true
     }
 
-    fn release_shared(&self) {
+    /// Takes a shared borrow; on a conflict, waits for a member function
+    /// if `wait` (see the module docs), else fails.
+    pub(super) fn share(&self, wait: bool) -> Result<(), BorrowError> {
+        loop {
+            if self.try_share() {
+                return Ok(());
+            }
+            if !(wait && self.wait_for_method()) {
+                return Err(self.conflict());
+            }
+        }
+    }
+
+    /// Takes the exclusive borrow, as [`share`](Self::share).
+    pub(super) fn exclude(&self, wait: bool) -> Result<(), BorrowError> {
+        loop {
+            if self.try_exclude() {
+                return Ok(());
+            }
+            if !(wait && self.wait_for_method()) {
+                return Err(self.conflict());
+            }
+        }
+    }
+
+    pub(super) fn release_shared(&self) {
         let s = self.state.get();
         debug_assert!(s > FREE, "shared release of {self:?}");
         self.state.set(s - 1);
         self.released();
     }
 
-    fn release_exclusive(&self) {
+    pub(super) fn release_exclusive(&self) {
         debug_assert_eq!(self.state.get(), EXCLUSIVE, "exclusive release of {self:?}");
         self.state.set(FREE);
         self.released();
     }
 
-    /// Applies what waited for this region, once it is free (step 4 of the
-    /// deferral protocol in `owner`). A guard may be dropped where the
-    /// runtime is busy or gone; then the flag stays set and the next
-    /// message from the waiting source drains instead.
+    /// Once the region is free: wakes the local threads waiting for it,
+    /// then applies the messages that wait for it (step 4 of the deferral
+    /// protocol in `owner`). A guard may be dropped where the runtime is
+    /// busy or gone; then the flag stays set and the next message from the
+    /// waiting source drains instead.
     fn released(&self) {
-        if self.state.get() == FREE && self.waiters.get() {
+        if self.state.get() != FREE {
+            return;
+        }
+        for id in self.local_waiters.take() {
+            thread::wake(id);
+        }
+        if self.waiters.get() {
             runtime::try_with_rt(|rt| {
                 self.waiters.set(false);
                 super::owner::drain(rt);
             });
         }
+    }
+
+    /// If a member function holds the region and the caller is another
+    /// mttl thread, blocks until the region is released and returns true
+    /// (the caller then tries again); else returns false at once.
+    pub(crate) fn wait_for_method(&self) -> bool {
+        let Some(me) = thread::current() else {
+            return false;
+        };
+        match self.method.get() {
+            MethodHold::None => return false,
+            MethodHold::Running(holder) if holder == me => return false,
+            MethodHold::Starting | MethodHold::Running(_) => {}
+        }
+        let mut waiting = self.local_waiters.take();
+        waiting.push(me);
+        self.local_waiters.set(waiting);
+        thread::block(BlockReason::new(
+            "a member function running on global memory",
+        ));
+        true
     }
 
     fn conflict(&self) -> BorrowError {
@@ -263,32 +354,6 @@ impl RegionBuf {
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(off), len) };
         Some(f(bytes))
     }
-
-    /// A shared guard over the whole region as `[T]`.
-    fn borrow_slice<T: Pod>(&self) -> Result<GlobalRef<'_, [T]>, BorrowError> {
-        debug_assert_eq!(self.elem_size, elem_size::<T>());
-        if !self.try_share() {
-            return Err(self.conflict());
-        }
-        Ok(GlobalRef {
-            value: NonNull::slice_from_raw_parts(self.base.cast::<T>(), self.count),
-            buf: self,
-            _life: PhantomData,
-        })
-    }
-
-    /// An exclusive guard over the whole region as `[T]`.
-    fn borrow_slice_mut<T: Pod>(&self) -> Result<GlobalRefMut<'_, [T]>, BorrowError> {
-        debug_assert_eq!(self.elem_size, elem_size::<T>());
-        if !self.try_exclude() {
-            return Err(self.conflict());
-        }
-        Ok(GlobalRefMut {
-            value: NonNull::slice_from_raw_parts(self.base.cast::<T>(), self.count),
-            buf: self,
-            _life: PhantomData,
-        })
-    }
 }
 
 impl Drop for RegionBuf {
@@ -309,8 +374,8 @@ struct Restore<'a> {
 
 impl Drop for Restore<'_> {
     fn drop(&mut self) {
-        // No drain here: the state goes back to what it was before the
-        // access, which left nothing newly free.
+        // No drain or wake here: the state goes back to what it was before
+        // the access, which left nothing newly free.
         if self.exclusive {
             self.buf.state.set(FREE);
         } else {
@@ -319,21 +384,30 @@ impl Drop for Restore<'_> {
     }
 }
 
-/// The exclusive hold of a region by a member function that runs at the
-/// owner: owns the region (so dropping its handle meanwhile frees nothing)
-/// and releases it when dropped.
+/// The exclusive hold of a region by a member function: owns the region
+/// (so dropping its handle meanwhile frees nothing) and releases it when
+/// dropped.
 #[derive(Debug)]
 pub(crate) struct Exclusive {
     buf: Rc<RegionBuf>,
 }
 
 impl Exclusive {
-    /// Takes `buf` exclusively, or gives it back if any borrow is live.
+    /// Takes `buf` exclusively for a member function that has not started,
+    /// or gives it back if any borrow is live.
     pub(crate) fn acquire(buf: Rc<RegionBuf>) -> Result<Exclusive, Rc<RegionBuf>> {
         if buf.try_exclude() {
+            buf.method.set(MethodHold::Starting);
             Ok(Exclusive { buf })
         } else {
             Err(buf)
+        }
+    }
+
+    /// Records the calling thread as the member function's.
+    pub(crate) fn enter(&self) {
+        if let Some(me) = thread::current() {
+            self.buf.method.set(MethodHold::Running(me));
         }
     }
 
@@ -344,7 +418,10 @@ impl Exclusive {
     /// Panics if the range is outside the region.
     pub(crate) fn bytes_mut(&mut self, off: usize, len: usize) -> &mut [u8] {
         let b = &self.buf;
-        assert!(off <= b.byte_len && len <= b.byte_len - off, "{b:?}: {off}+{len}");
+        assert!(
+            off <= b.byte_len && len <= b.byte_len - off,
+            "{b:?}: {off}+{len}"
+        );
         // SAFETY: the range lies in the live allocation (asserted; the `Rc`
         // keeps it alive); the state is EXCLUSIVE for as long as `self`
         // lives, so no other reference into the region exists, and the
@@ -355,385 +432,8 @@ impl Exclusive {
 
 impl Drop for Exclusive {
     fn drop(&mut self) {
+        self.buf.method.set(MethodHold::None);
         self.buf.release_exclusive();
-    }
-}
-
-/// A local borrow of a region failed: it is borrowed in a conflicting way
-/// (like `RefCell`'s `BorrowError`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "region {region:#x} ({type_name}) on rank {rank} is already borrowed{}",
-    if *held_mutably {
-        " mutably (a GlobalRefMut, or a member function invoked through a GlobalPtr, is running on it)"
-    } else {
-        " (a GlobalRef is live)"
-    }
-)]
-pub struct BorrowError {
-    /// This rank.
-    pub rank: Rank,
-    /// The region.
-    pub region: u32,
-    /// Its element type.
-    pub type_name: &'static str,
-    /// Whether the live borrow is exclusive.
-    pub held_mutably: bool,
-}
-
-/// A shared borrow of global memory (`[T]` of a [`GlobalArray`], `T` of a
-/// [`GlobalObject`]). While it lives, remote writes to the region wait at
-/// this rank (they are deferred, never applied under the borrow).
-pub struct GlobalRef<'a, U: ?Sized> {
-    value: NonNull<U>,
-    buf: &'a RegionBuf,
-    _life: PhantomData<&'a U>,
-}
-
-/// An exclusive borrow of global memory. While it lives, every remote
-/// access to the region waits at this rank.
-pub struct GlobalRefMut<'a, U: ?Sized> {
-    value: NonNull<U>,
-    buf: &'a RegionBuf,
-    _life: PhantomData<&'a mut U>,
-}
-
-impl<U: ?Sized> Deref for GlobalRef<'_, U> {
-    type Target = U;
-    fn deref(&self) -> &U {
-        // SAFETY: `value` points into the region `buf` (alive for 'a), and
-        // this guard's shared count keeps every `&mut` away while it lives.
-        unsafe { self.value.as_ref() }
-    }
-}
-
-impl<U: ?Sized> Deref for GlobalRefMut<'_, U> {
-    type Target = U;
-    fn deref(&self) -> &U {
-        // SAFETY: as in `deref_mut`; a shared reborrow of the unique one.
-        unsafe { self.value.as_ref() }
-    }
-}
-
-impl<U: ?Sized> DerefMut for GlobalRefMut<'_, U> {
-    fn deref_mut(&mut self) -> &mut U {
-        // SAFETY: `value` points into the region `buf` (alive for 'a); the
-        // state is EXCLUSIVE while this guard lives, so no other reference
-        // into the region exists, and `&mut self` makes this one unique.
-        unsafe { self.value.as_mut() }
-    }
-}
-
-impl<U: ?Sized> Drop for GlobalRef<'_, U> {
-    fn drop(&mut self) {
-        self.buf.release_shared();
-    }
-}
-
-impl<U: ?Sized> Drop for GlobalRefMut<'_, U> {
-    fn drop(&mut self) {
-        self.buf.release_exclusive();
-    }
-}
-
-impl<U: ?Sized + fmt::Debug> fmt::Debug for GlobalRef<'_, U> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
-    }
-}
-
-impl<U: ?Sized + fmt::Debug> fmt::Debug for GlobalRefMut<'_, U> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
-    }
-}
-
-impl<'a, T> GlobalRef<'a, [T]> {
-    /// The guard of element `i` alone.
-    ///
-    /// # Panics
-    ///
-    /// Panics if `i` is out of bounds.
-    pub fn map_index(self, i: usize) -> GlobalRef<'a, T> {
-        let elem = NonNull::from(&self[i]);
-        let buf = self.buf;
-        // The borrow moves to the new guard.
-        std::mem::forget(self);
-        GlobalRef {
-            value: elem,
-            buf,
-            _life: PhantomData,
-        }
-    }
-}
-
-/// Registers `data` at this rank.
-fn register<T: Pod>(data: Box<[T]>) -> Rc<RegionBuf> {
-    let bytes = data.len() as u128 * elem_size::<T>() as u128;
-    if bytes > u128::from(MAX_REGION_BYTES) {
-        panic!("a global region of {bytes} bytes is too large (at most {MAX_REGION_BYTES})");
-    }
-    with_rt(|rt| {
-        let rank = rt.rank;
-        match rt
-            .global
-            .regions
-            .insert(|id| RegionBuf::new(id, rank, data))
-        {
-            Ok(buf) => buf,
-            Err(e) => panic!("cannot register global memory on rank {rank}: {e}"),
-        }
-    })
-}
-
-fn unregister(buf: &RegionBuf) {
-    runtime::try_with_rt(|rt| {
-        // The table's `Rc` goes; guards and running member functions keep
-        // theirs, so the memory lives until they end.
-        drop(rt.global.regions.remove(buf.id));
-    });
-}
-
-/// An array of plain data registered as global memory: other ranks reach
-/// its elements through [`GlobalPtr`]s (from [`ptr`](Self::ptr)); this
-/// rank through borrow guards, like a `RefCell<[T]>`.
-///
-/// Dropping the array unregisters it: later accesses through its pointers
-/// fail with [`GlobalErrorKind::Freed`](super::GlobalErrorKind::Freed).
-///
-/// ```compile_fail
-/// fn assert_send<T: Send>() {}
-/// assert_send::<mttl_core::GlobalArray<u64>>();
-/// ```
-pub struct GlobalArray<T: Pod> {
-    buf: Rc<RegionBuf>,
-    _elem: PhantomData<T>,
-}
-
-impl<T: Pod> fmt::Debug for GlobalArray<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "GlobalArray({:?})", self.buf)
-    }
-}
-
-impl<T: Pod> GlobalArray<T> {
-    /// `len` zeroed elements, registered at this rank.
-    ///
-    /// # Panics
-    ///
-    /// Panics outside a running mttl program, or if the array would be
-    /// larger than 2^48 bytes.
-    pub fn new(len: usize) -> Self {
-        Self::from_vec(vec![T::zeroed(); len])
-    }
-
-    /// The elements of `data`, registered at this rank (no copy).
-    ///
-    /// # Panics
-    ///
-    /// As [`new`](Self::new).
-    pub fn from_vec(data: Vec<T>) -> Self {
-        GlobalArray {
-            buf: register(data.into_boxed_slice()),
-            _elem: PhantomData,
-        }
-    }
-
-    /// The number of elements.
-    pub fn len(&self) -> usize {
-        self.buf.count
-    }
-
-    /// Whether the array has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.buf.count == 0
-    }
-
-    /// A global pointer to element `i` (`i == len` gives the one-past-the-end
-    /// pointer, fine for arithmetic but not for access).
-    ///
-    /// # Panics
-    ///
-    /// Panics if `i > len`.
-    pub fn ptr(&self, i: usize) -> GlobalPtr<T> {
-        assert!(
-            i <= self.len(),
-            "GlobalArray::ptr({i}) on an array of {} elements",
-            self.len()
-        );
-        GlobalPtr::from_parts(self.buf.rank, self.buf.id, (i * elem_size::<T>()) as u64)
-    }
-
-    /// A global pointer to the first element.
-    pub fn global_ptr(&self) -> GlobalPtr<T> {
-        self.ptr(0)
-    }
-
-    /// Borrows the elements for reading.
-    ///
-    /// # Panics
-    ///
-    /// Panics if they are borrowed mutably; see [`try_borrow`](Self::try_borrow).
-    #[track_caller]
-    pub fn borrow(&self) -> GlobalRef<'_, [T]> {
-        self.try_borrow().unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Borrows the elements for reading, if they are not borrowed mutably.
-    pub fn try_borrow(&self) -> Result<GlobalRef<'_, [T]>, BorrowError> {
-        self.buf.borrow_slice()
-    }
-
-    /// Borrows the elements for writing.
-    ///
-    /// # Panics
-    ///
-    /// Panics if they are borrowed; see [`try_borrow_mut`](Self::try_borrow_mut).
-    #[track_caller]
-    pub fn borrow_mut(&self) -> GlobalRefMut<'_, [T]> {
-        self.try_borrow_mut().unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Borrows the elements for writing, if they are not borrowed at all.
-    pub fn try_borrow_mut(&self) -> Result<GlobalRefMut<'_, [T]>, BorrowError> {
-        self.buf.borrow_slice_mut()
-    }
-
-    /// A copy of element `i`.
-    ///
-    /// # Panics
-    ///
-    /// Panics if `i` is out of bounds or the array is borrowed mutably.
-    #[track_caller]
-    pub fn get(&self, i: usize) -> T {
-        self.borrow()[i]
-    }
-
-    /// Sets element `i`.
-    ///
-    /// # Panics
-    ///
-    /// Panics if `i` is out of bounds or the array is borrowed.
-    #[track_caller]
-    pub fn set(&self, i: usize, value: T) {
-        self.borrow_mut()[i] = value;
-    }
-
-    /// A copy of every element.
-    ///
-    /// # Panics
-    ///
-    /// Panics if the array is borrowed mutably.
-    #[track_caller]
-    pub fn to_vec(&self) -> Vec<T> {
-        self.borrow().to_vec()
-    }
-}
-
-impl<T: Pod> Drop for GlobalArray<T> {
-    fn drop(&mut self) {
-        unregister(&self.buf);
-    }
-}
-
-/// One value of plain data registered as global memory: other ranks reach
-/// it through its [`GlobalPtr`] ([`global_ptr`](Self::global_ptr)), read and
-/// write it, and invoke member functions on it; this rank borrows it like a
-/// `RefCell<T>`.
-///
-/// Dropping the object unregisters it (see [`GlobalArray`]).
-pub struct GlobalObject<T: Pod> {
-    buf: Rc<RegionBuf>,
-    _elem: PhantomData<T>,
-}
-
-impl<T: Pod> fmt::Debug for GlobalObject<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "GlobalObject({:?})", self.buf)
-    }
-}
-
-impl<T: Pod> GlobalObject<T> {
-    /// `value`, registered at this rank.
-    ///
-    /// # Panics
-    ///
-    /// Panics outside a running mttl program.
-    pub fn new(value: T) -> Self {
-        GlobalObject {
-            buf: register(Box::new([value])),
-            _elem: PhantomData,
-        }
-    }
-
-    /// The object's global pointer.
-    pub fn global_ptr(&self) -> GlobalPtr<T> {
-        GlobalPtr::from_parts(self.buf.rank, self.buf.id, 0)
-    }
-
-    /// Borrows the object for reading.
-    ///
-    /// # Panics
-    ///
-    /// Panics if it is borrowed mutably; see [`try_borrow`](Self::try_borrow).
-    #[track_caller]
-    pub fn borrow(&self) -> GlobalRef<'_, T> {
-        self.try_borrow().unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Borrows the object for reading, if it is not borrowed mutably.
-    pub fn try_borrow(&self) -> Result<GlobalRef<'_, T>, BorrowError> {
-        Ok(self.buf.borrow_slice::<T>()?.map_index(0))
-    }
-
-    /// Borrows the object for writing.
-    ///
-    /// # Panics
-    ///
-    /// Panics if it is borrowed; see [`try_borrow_mut`](Self::try_borrow_mut).
-    #[track_caller]
-    pub fn borrow_mut(&self) -> GlobalRefMut<'_, T> {
-        self.try_borrow_mut().unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Borrows the object for writing, if it is not borrowed at all.
-    pub fn try_borrow_mut(&self) -> Result<GlobalRefMut<'_, T>, BorrowError> {
-        let whole = self.buf.borrow_slice_mut::<T>()?;
-        let value = whole.value.cast::<T>();
-        let buf = whole.buf;
-        // The borrow moves to the new guard.
-        std::mem::forget(whole);
-        Ok(GlobalRefMut {
-            value,
-            buf,
-            _life: PhantomData,
-        })
-    }
-
-    /// A copy of the value.
-    ///
-    /// # Panics
-    ///
-    /// Panics if the object is borrowed mutably.
-    #[track_caller]
-    pub fn get(&self) -> T {
-        *self.borrow()
-    }
-
-    /// Replaces the value.
-    ///
-    /// # Panics
-    ///
-    /// Panics if the object is borrowed.
-    #[track_caller]
-    pub fn set(&self, value: T) {
-        *self.borrow_mut() = value;
-    }
-}
-
-impl<T: Pod> Drop for GlobalObject<T> {
-    fn drop(&mut self) {
-        unregister(&self.buf);
     }
 }
 
@@ -811,66 +511,50 @@ impl Regions {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn buf(id: u32, data: Vec<u64>) -> RegionBuf {
+    /// A region of `data`, outside any runtime.
+    pub(in crate::global) fn buf(id: u32, data: Vec<u64>) -> RegionBuf {
         RegionBuf::new(id, 0, data.into_boxed_slice())
     }
 
     #[test]
-    fn guards_follow_refcell_rules() {
-        let b = buf(1 << SLOT_BITS, vec![1, 2, 3]);
-        let r1 = b.borrow_slice::<u64>().unwrap();
-        let r2 = b.borrow_slice::<u64>().unwrap();
-        assert_eq!(&*r1, &[1, 2, 3]);
-        let e = b.borrow_slice_mut::<u64>().unwrap_err();
-        assert!(!e.held_mutably, "{e}");
-        drop((r1, r2));
-        let mut w = b.borrow_slice_mut::<u64>().unwrap();
-        w[1] = 20;
-        let e = b.borrow_slice::<u64>().unwrap_err();
-        assert!(e.held_mutably);
-        assert!(e.to_string().contains("already borrowed mutably"), "{e}");
-        drop(w);
-        assert_eq!(&*b.borrow_slice::<u64>().unwrap(), &[1, 20, 3]);
-        assert!(b.is_free());
-    }
-
-    #[test]
-    fn byte_access_respects_live_guards() {
+    fn byte_access_respects_the_state() {
         let b = buf(1 << SLOT_BITS, vec![7, 8]);
-        {
-            let _r = b.borrow_slice::<u64>().unwrap();
-            // Reads go on beside a shared guard; writes do not.
-            assert_eq!(
-                b.with_bytes(8, 8, |s| s.to_vec()),
-                Some(8u64.to_le_bytes().to_vec())
-            );
-            assert!(b.with_bytes_mut(0, 8, |s| s.fill(0)).is_none());
-        }
-        {
-            let _w = b.borrow_slice_mut::<u64>().unwrap();
-            assert!(b.with_bytes(0, 8, |_| ()).is_none());
-        }
+        b.share(false).unwrap();
+        // Reads go on beside a shared borrow; writes do not.
+        assert_eq!(
+            b.with_bytes(8, 8, |s| s.to_vec()),
+            Some(8u64.to_le_bytes().to_vec())
+        );
+        assert!(b.with_bytes_mut(0, 8, |s| s.fill(0)).is_none());
+        b.release_shared();
+        b.exclude(false).unwrap();
+        assert!(b.with_bytes(0, 8, |_| ()).is_none());
+        b.release_exclusive();
         b.with_bytes_mut(0, 8, |s| s.copy_from_slice(&9u64.to_le_bytes()))
             .unwrap();
-        assert_eq!(b.borrow_slice::<u64>().unwrap()[0], 9);
-        // Inside a byte access, the guards see the region as taken.
-        b.with_bytes_mut(0, 8, |_| assert!(b.borrow_slice::<u64>().is_err()));
-        b.with_bytes(0, 8, |_| assert!(b.borrow_slice_mut::<u64>().is_err()));
+        assert_eq!(b.with_bytes(0, 8, |s| s[0]), Some(9));
+        // Inside a byte access, the region is taken.
+        b.with_bytes_mut(0, 8, |_| assert!(b.share(false).is_err()));
+        b.with_bytes(0, 8, |_| assert!(b.exclude(false).is_err()));
         assert!(b.is_free());
     }
 
     #[test]
-    fn exclusive_hold_keeps_the_memory_and_blocks_guards() {
+    fn exclusive_hold_keeps_the_memory_and_blocks_borrows() {
         let b = Rc::new(buf(1 << SLOT_BITS, vec![5]));
         let mut x = Exclusive::acquire(b.clone()).unwrap();
         assert!(Exclusive::acquire(b.clone()).is_err());
-        assert!(b.borrow_slice::<u64>().is_err());
+        let e = b.share(false).unwrap_err();
+        assert!(e.held_mutably);
+        // Outside an mttl thread there is nobody to block: no waiting.
+        assert!(b.share(true).is_err());
         x.bytes_mut(0, 8).copy_from_slice(&6u64.to_le_bytes());
         drop(x);
-        assert_eq!(b.borrow_slice::<u64>().unwrap()[0], 6);
+        assert_eq!(b.with_bytes(0, 8, |s| s[0]), Some(6));
+        assert!(b.is_free());
     }
 
     #[test]
@@ -895,15 +579,5 @@ mod tests {
             t.get(5 << SLOT_BITS | 999_999).unwrap_err(),
             GlobalErrorKind::UnknownRegion
         );
-    }
-
-    #[test]
-    fn the_ref_of_one_element() {
-        let b = buf(1 << SLOT_BITS, vec![4, 5, 6]);
-        let r = b.borrow_slice::<u64>().unwrap().map_index(2);
-        assert_eq!(*r, 6);
-        assert!(b.borrow_slice_mut::<u64>().is_err());
-        drop(r);
-        assert!(b.is_free());
     }
 }
