@@ -1,0 +1,93 @@
+//! Detecting a program started by another MPI's launcher.
+//!
+//! An MPI program started by the `mpirun` of a different implementation (an
+//! MPICH build under Open MPI's `mpirun`, or the reverse) does not fail: each
+//! process silently initialises as a job of one, and the "job" is N unrelated
+//! copies. The launcher still leaves its variables in the environment, so
+//! when MPI reports one process while a launcher variable reports more, init
+//! refuses with a message naming the variable, the launcher it belongs to and
+//! the MPI library the program was built against.
+
+use crate::env;
+
+/// Launcher variables that hold the number of processes started, and whose
+/// launcher sets them.
+const SIZE_VARS: &[(&str, &str)] = &[
+    ("OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun"),
+    (
+        "PMI_SIZE",
+        "an MPICH-family mpiexec (Hydra) or a PMI-1 srun",
+    ),
+    ("MPI_LOCALNRANKS", "an MPICH-family mpiexec (Hydra)"),
+    ("SLURM_STEP_NUM_TASKS", "Slurm's srun"),
+];
+
+/// Launcher variables that hold this process's rank.
+const RANK_VARS: &[(&str, &str)] = &[(
+    "PMIX_RANK",
+    "a PMIx launcher (Open MPI 5's mpirun, prterun or srun --mpi=pmix)",
+)];
+
+/// Checks that a job MPI reports as `mpi_size` processes agrees with the
+/// launcher's variables; on a mismatch, returns a sentence saying what
+/// happened and what to do.
+pub(super) fn check(mpi_size: usize) -> Result<(), String> {
+    if mpi_size != 1 {
+        return Ok(());
+    }
+    let Some((name, value, launcher)) = disagreeing_var() else {
+        return Ok(());
+    };
+    let built_with = library_name();
+    Err(format!(
+        "MPI reports a job of 1 process, but {name}={value} says {launcher} started more: \
+         this program was started by a different MPI's mpirun than the one it was built \
+         with ({built_with}), so every process runs alone. Launch it with the mpirun of \
+         {built_with}, or rebuild it against the launcher's MPI (set MPI_PKG_CONFIG or \
+         MPICC, with a separate --target-dir)"
+    ))
+}
+
+/// The first launcher variable that says this process is not alone: the one
+/// [`env::mpi_launcher_var`] finds first if it says so, else any other.
+fn disagreeing_var() -> Option<(&'static str, String, &'static str)> {
+    let says_more = |name: &str, value: &str| -> Option<&'static str> {
+        let number: u64 = value.trim().parse().ok()?;
+        if let Some((_, launcher)) = SIZE_VARS.iter().find(|(n, _)| *n == name) {
+            return (number > 1).then_some(*launcher);
+        }
+        if let Some((_, launcher)) = RANK_VARS.iter().find(|(n, _)| *n == name) {
+            return (number > 0).then_some(*launcher);
+        }
+        None
+    };
+    if let Some((name, value)) = env::mpi_launcher_var() {
+        if let Some(launcher) = says_more(name, &value) {
+            return Some((name, value, launcher));
+        }
+    }
+    SIZE_VARS.iter().chain(RANK_VARS).find_map(|(name, _)| {
+        let value = std::env::var(name).ok()?;
+        says_more(name, &value).map(|launcher| (*name, value, launcher))
+    })
+}
+
+/// The first line of `MPI_Get_library_version`, e.g. `Open MPI v4.1.4` or
+/// `MPICH Version: 4.0.2`.
+fn library_name() -> String {
+    let full = mpi::environment::library_version().unwrap_or_default();
+    let first = full
+        .trim_end_matches('\0')
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .next()
+        .unwrap_or_default();
+    let name = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    if name.is_empty() {
+        "an unnamed MPI library".to_owned()
+    } else {
+        name
+    }
+}

@@ -1,0 +1,574 @@
+//! The MPI backend: the eight primitives on MPI point-to-point messages
+//! (rsmpi, with raw `mpi::ffi` calls on the hot path).
+//!
+//! # Algorithm
+//!
+//! Every mttl message is one MPI message on `MPI_COMM_WORLD`: the payload as
+//! `MPI_UINT8_T`, the mttl tag as the MPI tag. Receives always match any tag,
+//! so MPI's non-overtaking rule gives the contract's per-sender order. Around
+//! that sits a little local state:
+//!
+//! - the **inbox** (`inbox.rs`): messages already taken out of MPI, in arrival
+//!   order (drained while a large send or `finish` waited, or sent to self).
+//!   Probes and receives serve it before MPI;
+//! - the **peeked envelope**: what the last `probe` found in MPI, so the
+//!   receive that follows takes exactly that message without probing again;
+//! - the **in-flight sends** (`sends.rs`): per destination, the requests and
+//!   owned buffers of `nsend`s not yet seen complete.
+//!
+//! | primitive   | MPI                                                                  |
+//! |-------------|----------------------------------------------------------------------|
+//! | `init`      | `MPI_Init_thread(FUNNELED)`, `Comm_rank/size`, errors set to return  |
+//! | `finish`    | `MPI_Test` every in-flight send (draining meanwhile), `MPI_Finalize` |
+//! | `probe`     | inbox, else `MPI_Iprobe(ANY_SOURCE, ANY_TAG)`                        |
+//! | `send`      | `MPI_Send` up to [`EAGER_MAX`] bytes, else `MPI_Isend` + `MPI_Test`  |
+//! | `nsend`     | `MPI_Isend` owning the buffer                                        |
+//! | `send_done` | `MPI_Test`                                                           |
+//! | `recv_from` | inbox, else `MPI_Iprobe(src, ANY_TAG)` loop, `MPI_Recv(src, tag)`    |
+//! | `recv_any`  | inbox, else `MPI_Iprobe(ANY_SOURCE, ANY_TAG)` loop, `MPI_Recv`       |
+//!
+//! ## `send`, step by step
+//!
+//! 1. Check the destination, tag and length. A send to self is copied into
+//!    the inbox and never touches MPI.
+//! 2. Up to [`EAGER_MAX`] bytes: `MPI_Send`. Every MPI sends such messages
+//!    eagerly: the call needs the receiver's progress at most, never its
+//!    matching receive, so two ranks sending to each other cannot deadlock.
+//! 3. Larger: `MPI_Isend`, then until `MPI_Test` reports it complete, move one
+//!    incoming message (if any) from MPI into the inbox, or back off
+//!    (`wait.rs`). Two ranks sending large messages to each other both drain,
+//!    so both sends complete (the contract's progress rule).
+//!
+//! ## Receive, step by step
+//!
+//! 1. `recv_any` takes the inbox's oldest message (and moves one message from
+//!    MPI into the inbox behind it, so a busy inbox cannot starve MPI);
+//!    `recv_from` takes the oldest one from its source.
+//! 2. Otherwise poll: the peeked envelope if it fits, else `MPI_Iprobe`;
+//!    spin for `MTTL_SPIN_US` (by default at least twice what a nap really
+//!    takes, see `wait.rs`), then park in growing naps until a message or
+//!    the timeout.
+//! 3. `MPI_Recv(probed source, probed tag)` into a `Vec` of the probed size:
+//!    being the first message from that source, it is the probed one.
+//!
+//! ## `finish`, step by step
+//!
+//! 1. Test every in-flight send, draining incoming messages into the inbox
+//!    meanwhile (a peer may be waiting for us to take its large message
+//!    before it takes ours), until none is in flight.
+//! 2. Drop the rsmpi `Universe`: `MPI_Finalize`.
+//!
+//! Dropping an `MpiComm` without `finish` (an early return, a panic) does
+//! not finalise MPI: `MPI_Finalize` waits for every rank, which may be waiting
+//! for this one. The process exits unfinalised, the launcher sees it fail and
+//! ends the job, and buffers of sends still in flight are leaked, never freed
+//! under MPI.
+//!
+//! # Limits
+//!
+//! - Tags are `0..=32767`, the range every MPI promises (`MPI_TAG_UB`).
+//! - Messages are at most `min(MTTL_MAX_MESSAGE, i32::MAX)` bytes (MPI counts
+//!   are `int`).
+//! - MPI errors on the world communicator are returned (`MPI_ERRORS_RETURN`)
+//!   and reported as [`ErrorKind::Mpi`] with the rank and the primitive.
+//! - A rank that dies makes the launcher end the whole job; MPI gives no
+//!   notice of a peer that finished normally, so a receive from it waits
+//!   until its timeout ([`ErrorKind::PeerLost`] is never reported).
+//! - `MpiComm` is `!Send`: MPI runs at `MPI_THREAD_FUNNELED`, so only the
+//!   thread that called `init` may use it.
+//! - A program started by another MPI's launcher is refused at `init`
+//!   (`launcher.rs`).
+
+mod inbox;
+mod launcher;
+mod raw;
+mod sends;
+mod wait;
+
+use std::ffi::c_int;
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use mpi::environment::{Threading, Universe};
+
+use self::inbox::Inbox;
+use self::raw::{MpiCode, Probed, Request, World, MAX_TAG};
+use self::sends::{PendingSends, SendState};
+use self::wait::Backoff;
+use crate::comm::{Comm, Envelope, Message, Rank, SendHandle, Tag};
+use crate::env;
+use crate::error::{CommError, ErrorKind, Op};
+
+/// The largest message `send` passes to a blocking `MPI_Send`; larger ones
+/// take the `MPI_Isend` + drain path.
+///
+/// It must stay below the eager limit of every transport, past which
+/// `MPI_Send` waits for the matching receive. Open MPI's shared-memory
+/// transport (vader) is the smallest: its 4 KiB eager fragment carries up to
+/// about 4040 payload bytes (measured with Open MPI 4.1.4); TCP, InfiniBand
+/// and MPICH's transports allow more.
+pub const EAGER_MAX: usize = 4000;
+
+/// How many of the oldest sends to a destination each `nsend` tests, so
+/// completed buffers are freed without waiting for `send_done`.
+const REAP_PER_NSEND: usize = 2;
+
+/// The MPI backend. See the [module documentation](self) for the algorithm.
+pub struct MpiComm {
+    world: World,
+    rank: Rank,
+    size: usize,
+    max_message: usize,
+    spin: Duration,
+    inbox: Inbox,
+    peeked: Option<Probed>,
+    sends: PendingSends,
+    /// Present until `finish` (or drop) ends the job; dropping it calls
+    /// `MPI_Finalize`.
+    universe: Option<Universe>,
+    /// `MPI_THREAD_FUNNELED`: the backend must stay on the thread that
+    /// initialised MPI, whichever MPI implementation it is built on.
+    _funneled: PhantomData<*const ()>,
+}
+
+impl fmt::Debug for MpiComm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MpiComm")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("max_message", &self.max_message)
+            .field("spin", &self.spin)
+            .field("inbox", &self.inbox.len())
+            .field("peeked", &self.peeked)
+            .field("sends_in_flight", &self.sends.len())
+            .field("finished", &self.universe.is_none())
+            .finish()
+    }
+}
+
+impl MpiComm {
+    /// An error seen by this rank during `op`.
+    #[cold]
+    fn error(&self, op: Op, kind: ErrorKind) -> CommError {
+        CommError::new(Some(self.rank), op, kind)
+    }
+
+    /// An MPI call made for `op` failed with `code`.
+    #[cold]
+    fn mpi_error(&self, op: Op, code: MpiCode) -> CommError {
+        self.error(op, ErrorKind::Mpi(code.describe()))
+    }
+
+    /// Checks a destination rank for `op`; returns it as an MPI rank.
+    #[inline]
+    fn check_rank(&self, op: Op, peer: Rank) -> Result<c_int, CommError> {
+        if peer < self.size {
+            // `size` came from MPI as a non-negative `int`.
+            Ok(peer as c_int)
+        } else {
+            Err(self.error(
+                op,
+                ErrorKind::NoSuchRank {
+                    peer,
+                    size: self.size,
+                },
+            ))
+        }
+    }
+
+    /// Checks destination, tag and length of an outgoing message for `op`;
+    /// returns them as MPI's `int`s.
+    #[inline]
+    fn check_send(
+        &self,
+        op: Op,
+        dest: Rank,
+        tag: Tag,
+        len: usize,
+    ) -> Result<(c_int, c_int, c_int), CommError> {
+        let dest = self.check_rank(op, dest)?;
+        if tag > MAX_TAG as Tag {
+            return Err(self.tag_error(op, tag));
+        }
+        if len > self.max_message {
+            return Err(self.error(
+                op,
+                ErrorKind::MessageTooLarge {
+                    len,
+                    max: self.max_message,
+                },
+            ));
+        }
+        // `tag <= MAX_TAG` and `len <= max_message <= i32::MAX`: both fit.
+        Ok((dest, tag as c_int, len as c_int))
+    }
+
+    #[cold]
+    fn tag_error(&self, op: Op, tag: Tag) -> CommError {
+        self.error(
+            op,
+            ErrorKind::Mpi(format!(
+                "tag {tag} is above {MAX_TAG}, the largest tag every MPI implementation \
+                 carries (MPI_TAG_UB); use tags 0..={MAX_TAG} with the MPI backend"
+            )),
+        )
+    }
+
+    /// The next message waiting in MPI from `source` (`None`: any source):
+    /// the peeked one if it fits, else whatever `MPI_Iprobe` finds. The
+    /// caller must receive what this returns.
+    #[inline]
+    fn poll_mpi(&mut self, source: Option<c_int>) -> Result<Option<Probed>, MpiCode> {
+        if let Some(peeked) = self.peeked {
+            if source.is_none_or(|s| s == peeked.source) {
+                self.peeked = None;
+                return Ok(Some(peeked));
+            }
+        }
+        // A peeked message from another source stays valid: receiving from
+        // `source` does not take messages of other senders.
+        self.world.iprobe(source)
+    }
+
+    /// Receives the probed message from MPI.
+    #[inline]
+    fn take_mpi(&self, op: Op, probed: Probed) -> Result<Message, CommError> {
+        let data = self
+            .world
+            .recv(probed)
+            .map_err(|code| self.mpi_error(op, code))?;
+        Ok(Message {
+            // Ranks and tags MPI reports are non-negative `int`s.
+            source: probed.source as Rank,
+            tag: probed.tag as Tag,
+            data,
+        })
+    }
+
+    /// Moves one message waiting in MPI (if any) into the inbox; returns
+    /// whether there was one.
+    fn drain_one(&mut self, op: Op) -> Result<bool, CommError> {
+        match self.poll_mpi(None) {
+            Ok(Some(probed)) => {
+                let message = self.take_mpi(op, probed)?;
+                self.inbox.push(message);
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(code) => Err(self.mpi_error(op, code)),
+        }
+    }
+
+    /// Frees every completed in-flight send; returns whether none is left.
+    fn reap_all(&mut self, op: Op) -> Result<bool, CommError> {
+        self.sends.reap_all(&self.world).map_err(|(dest, code)| {
+            self.error(
+                op,
+                ErrorKind::Mpi(format!("test of a send to rank {dest}: {code}")),
+            )
+        })
+    }
+
+    /// Polls MPI for a message from `source` (`None`: any) until one comes
+    /// or `timeout` passes, spinning then parking.
+    fn wait_mpi(
+        &mut self,
+        op: Op,
+        source: Option<c_int>,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Message>, CommError> {
+        let mut backoff = Backoff::new(self.spin, timeout);
+        loop {
+            match self.poll_mpi(source) {
+                Ok(Some(probed)) => return self.take_mpi(op, probed).map(Some),
+                Ok(None) => {}
+                Err(code) => return Err(self.mpi_error(op, code)),
+            }
+            if backoff.parked() {
+                self.reap_all(op)?;
+            }
+            if !backoff.idle() {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Step 3 of `send`: `MPI_Isend` of the borrowed `data`, draining
+    /// incoming messages into the inbox until `MPI_Test` reports it done.
+    fn send_large(
+        &mut self,
+        op: Op,
+        dest: c_int,
+        tag: c_int,
+        len: c_int,
+        data: &[u8],
+    ) -> Result<(), CommError> {
+        // SAFETY: `data` is borrowed for this whole function, and the
+        // function returns only once the send is over: `MPI_Test` reported it
+        // complete, or reported an error, after which MPI has finished with
+        // the request (it completed with that error).
+        let mut request = unsafe { self.world.isend(dest, tag, data.as_ptr(), len) }
+            .map_err(|code| self.mpi_error(op, code))?;
+        let mut backoff = Backoff::new(self.spin, None);
+        loop {
+            match self.world.test(&mut request) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(code) => return Err(self.mpi_error(op, code)),
+            }
+            match self.drain_one(op) {
+                Ok(true) => backoff = Backoff::new(self.spin, None),
+                Ok(false) => {
+                    if backoff.parked() {
+                        self.reap_all(op)?;
+                    }
+                    backoff.idle();
+                }
+                Err(error) => {
+                    self.wait_without_draining(&mut request);
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    /// Waits out a send whose buffer must not be released before it ends,
+    /// after draining failed: tests until it completes or fails.
+    #[cold]
+    fn wait_without_draining(&self, request: &mut Request) {
+        let mut backoff = Backoff::new(self.spin, None);
+        while let Ok(false) = self.world.test(request) {
+            backoff.idle();
+        }
+    }
+
+    /// Step 1 of `finish`: completes every in-flight send, draining incoming
+    /// messages into the inbox meanwhile.
+    fn complete_sends(&mut self) -> Result<(), CommError> {
+        let mut backoff = Backoff::new(self.spin, None);
+        while !self.reap_all(Op::Finish)? {
+            if self.drain_one(Op::Finish)? {
+                backoff = Backoff::new(self.spin, None);
+            } else {
+                backoff.idle();
+            }
+        }
+        Ok(())
+    }
+
+    /// Leaves MPI unfinalised so the launcher ends the job (see the module
+    /// documentation); in-flight buffers are leaked by `PendingSends`.
+    fn abandon(&mut self) {
+        if let Some(universe) = self.universe.take() {
+            std::mem::forget(universe);
+        }
+    }
+}
+
+impl Comm for MpiComm {
+    fn init() -> Result<Self, CommError> {
+        let init_error = |rank: Option<Rank>, kind| CommError::new(rank, Op::Init, kind);
+        let spin_set = std::env::var(env::SPIN_US).is_ok_and(|v| !v.is_empty());
+        let spin = wait::spin_time(env::spin_time()?, spin_set);
+        let max_message = env::max_message()?.min(i32::MAX as usize);
+        let (universe, threading) = mpi::initialize_with_threading(Threading::Funneled)
+            .ok_or_else(|| {
+                init_error(
+                    None,
+                    ErrorKind::Environment(
+                        "MPI is already initialised in this process; the MPI backend can be \
+                     started once per process (MPI cannot be initialised again, even after \
+                     finish)"
+                            .to_owned(),
+                    ),
+                )
+            })?;
+        if threading < Threading::Funneled {
+            tracing::debug!(?threading, "MPI provides less than MPI_THREAD_FUNNELED");
+        }
+        // SAFETY: MPI was just initialised on this thread. `universe`, which
+        // finalises MPI when dropped, goes into the returned `MpiComm` beside
+        // the `World` and is dropped only in `finish`/`drop`, after the last
+        // use of the `World`; an early return below drops it after the
+        // `World`'s last use too. `MpiComm` is `!Send`, so the `World` stays
+        // on this thread.
+        let world = unsafe { World::new() }
+            .map_err(|code| init_error(None, ErrorKind::Mpi(code.describe())))?;
+        let (rank, size) = world
+            .rank_and_size()
+            .map_err(|code| init_error(None, ErrorKind::Mpi(code.describe())))?;
+        let (Ok(rank), Ok(size)) = (Rank::try_from(rank), usize::try_from(size)) else {
+            return Err(init_error(
+                None,
+                ErrorKind::Mpi(format!("MPI reported rank {rank} of {size} processes")),
+            ));
+        };
+        launcher::check(size).map_err(|why| init_error(Some(rank), ErrorKind::Environment(why)))?;
+        tracing::debug!(rank, size, "MPI backend up");
+        Ok(MpiComm {
+            world,
+            rank,
+            size,
+            max_message,
+            spin,
+            inbox: Inbox::default(),
+            peeked: None,
+            sends: PendingSends::new(size),
+            universe: Some(universe),
+            _funneled: PhantomData,
+        })
+    }
+
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn backend_name(&self) -> &'static str {
+        "mpi"
+    }
+
+    fn max_message_len(&self) -> usize {
+        self.max_message
+    }
+
+    fn finish(mut self) -> Result<(), CommError> {
+        if let Err(error) = self.complete_sends() {
+            self.abandon();
+            return Err(error);
+        }
+        // Step 2: MPI_Finalize.
+        drop(self.universe.take());
+        Ok(())
+    }
+
+    #[inline]
+    fn probe(&mut self) -> Result<Option<Envelope>, CommError> {
+        if let Some(envelope) = self.inbox.front() {
+            return Ok(Some(envelope));
+        }
+        let probed = match self.peeked {
+            Some(peeked) => peeked,
+            None => match self.world.iprobe(None) {
+                Ok(Some(probed)) => {
+                    self.peeked = Some(probed);
+                    probed
+                }
+                Ok(None) => return Ok(None),
+                Err(code) => return Err(self.mpi_error(Op::Probe, code)),
+            },
+        };
+        Ok(Some(Envelope {
+            source: probed.source as Rank,
+            tag: probed.tag as Tag,
+            len: probed.len as usize,
+        }))
+    }
+
+    #[inline]
+    fn send(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
+        let op = Op::Send(dest);
+        let (mpi_dest, mpi_tag, len) = self.check_send(op, dest, tag, data.len())?;
+        if dest == self.rank {
+            self.inbox.push(Message {
+                source: dest,
+                tag,
+                data: data.to_vec(),
+            });
+            return Ok(());
+        }
+        if data.len() <= EAGER_MAX {
+            return self
+                .world
+                .send(mpi_dest, mpi_tag, data)
+                .map_err(|code| self.mpi_error(op, code));
+        }
+        self.send_large(op, mpi_dest, mpi_tag, len, data)
+    }
+
+    #[inline]
+    fn nsend(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
+        let op = Op::Nsend(dest);
+        let (mpi_dest, mpi_tag, len) = self.check_send(op, dest, tag, data.len())?;
+        if dest == self.rank {
+            let seq = self.sends.complete_now(dest);
+            self.inbox.push(Message {
+                source: dest,
+                tag,
+                data,
+            });
+            return Ok(SendHandle { dest, seq });
+        }
+        let world = self.world;
+        self.sends
+            .reap(&world, dest, REAP_PER_NSEND)
+            .map_err(|code| self.mpi_error(op, code))?;
+        let seq = self
+            .sends
+            .start(&world, dest, mpi_dest, mpi_tag, len, data)
+            .map_err(|code| self.mpi_error(op, code))?;
+        Ok(SendHandle { dest, seq })
+    }
+
+    #[inline]
+    fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
+        let op = Op::SendDone(handle.dest);
+        self.check_rank(op, handle.dest)?;
+        let world = self.world;
+        match self.sends.test(&world, handle.dest, handle.seq) {
+            Ok(SendState::Done) => Ok(true),
+            Ok(SendState::InFlight) => Ok(false),
+            Ok(SendState::NeverStarted { started }) => Err(self.error(
+                op,
+                ErrorKind::Mpi(format!(
+                    "no nsend to rank {} has sequence number {} (only {started} were started): \
+                     the handle did not come from this backend",
+                    handle.dest, handle.seq
+                )),
+            )),
+            Err(code) => Err(self.mpi_error(op, code)),
+        }
+    }
+
+    #[inline]
+    fn recv_from(
+        &mut self,
+        source: Rank,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Message>, CommError> {
+        let op = Op::RecvFrom(source);
+        let mpi_source = self.check_rank(op, source)?;
+        if let Some(message) = self.inbox.pop_from(source) {
+            return Ok(Some(message));
+        }
+        self.wait_mpi(op, Some(mpi_source), timeout)
+    }
+
+    #[inline]
+    fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
+        if let Some(message) = self.inbox.pop() {
+            self.drain_one(Op::RecvAny)?;
+            return Ok(Some(message));
+        }
+        self.wait_mpi(Op::RecvAny, None, timeout)
+    }
+}
+
+impl Drop for MpiComm {
+    fn drop(&mut self) {
+        if self.universe.is_some() {
+            if !std::thread::panicking() {
+                tracing::warn!(
+                    rank = self.rank,
+                    "MPI backend dropped without finish: MPI is left unfinalised, so the \
+                     launcher will end the job"
+                );
+            }
+            self.abandon();
+        }
+    }
+}

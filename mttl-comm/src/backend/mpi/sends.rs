@@ -1,0 +1,224 @@
+//! In-flight non-blocking sends (`nsend`): each owns its buffer until
+//! `MPI_Test` reports it complete.
+//!
+//! Per destination there is a sequence counter and a queue of in-flight
+//! sends, ordered by sequence number (pushed in order; completions may remove
+//! any of them). A handle `(dest, seq)` is complete when `seq` was issued and
+//! is no longer queued: a binary search answers that without a map.
+//!
+//! Invariant: the buffer of a send not yet reported complete is never freed.
+//! Completed sends are removed (and their buffers freed) as soon as a test
+//! sees them complete: by [`send_done`](super::MpiComm), by the opportunistic
+//! reaping of [`PendingSends::reap`], and by `finish`. Dropping the table with
+//! sends still in flight leaks their buffers instead of freeing memory MPI may
+//! still read.
+
+use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
+
+use super::raw::{MpiCode, Request, World};
+
+/// One started `MPI_Isend` and the buffer it reads.
+#[derive(Debug)]
+struct InFlight {
+    seq: u64,
+    request: Request,
+    /// Never dropped while the send may still read it (see the module doc).
+    buf: ManuallyDrop<Vec<u8>>,
+}
+
+impl InFlight {
+    /// Frees the buffer of a send that `MPI_Test` reported complete.
+    fn release(mut self) {
+        // SAFETY: called only after MPI_Test reported the send complete, so
+        // MPI no longer reads the buffer; `self` is consumed, so the buffer
+        // is dropped exactly once.
+        unsafe { ManuallyDrop::drop(&mut self.buf) };
+    }
+}
+
+/// The sends to one destination.
+#[derive(Debug, Default)]
+struct DestQueue {
+    /// The sequence number the next `nsend` to this destination gets.
+    next_seq: u64,
+    /// Sends not yet seen complete, by increasing `seq`.
+    in_flight: VecDeque<InFlight>,
+}
+
+/// What [`PendingSends::test`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SendState {
+    /// The send has completed; its buffer is freed.
+    Done,
+    /// The send is still in flight.
+    InFlight,
+    /// No send with this sequence number was started to this destination.
+    NeverStarted {
+        /// How many sends to this destination were started.
+        started: u64,
+    },
+}
+
+/// Every in-flight `nsend` of this process.
+#[derive(Debug)]
+pub(super) struct PendingSends {
+    per_dest: Vec<DestQueue>,
+    in_flight: usize,
+}
+
+impl PendingSends {
+    /// An empty table for a job of `size` ranks.
+    pub(super) fn new(size: usize) -> PendingSends {
+        PendingSends {
+            per_dest: (0..size).map(|_| DestQueue::default()).collect(),
+            in_flight: 0,
+        }
+    }
+
+    /// How many sends are in flight.
+    pub(super) fn len(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Takes the next sequence number for `dest`, for a send that completes
+    /// at once (a send to self). `dest` must be below the job's size.
+    pub(super) fn complete_now(&mut self, dest: usize) -> u64 {
+        let queue = &mut self.per_dest[dest];
+        let seq = queue.next_seq;
+        queue.next_seq += 1;
+        seq
+    }
+
+    /// Starts `MPI_Isend` of `buf` to `dest` (an MPI rank equal to `dest`)
+    /// and keeps `buf` until the send completes. Returns its sequence number.
+    #[inline]
+    pub(super) fn start(
+        &mut self,
+        world: &World,
+        dest: usize,
+        mpi_dest: i32,
+        tag: i32,
+        len: i32,
+        buf: Vec<u8>,
+    ) -> Result<u64, MpiCode> {
+        let buf = ManuallyDrop::new(buf);
+        // SAFETY: `buf` moves into this table right below and stays there,
+        // never freed, until MPI_Test reports the send complete (module
+        // invariant); moving the `Vec` does not move its heap buffer. If
+        // MPI_Isend fails, no send was started and `buf` is freed below.
+        let started = unsafe { world.isend(mpi_dest, tag, buf.as_ptr(), len) };
+        let request = match started {
+            Ok(request) => request,
+            Err(code) => {
+                drop(ManuallyDrop::into_inner(buf));
+                return Err(code);
+            }
+        };
+        let queue = &mut self.per_dest[dest];
+        let seq = queue.next_seq;
+        queue.next_seq += 1;
+        queue.in_flight.push_back(InFlight { seq, request, buf });
+        self.in_flight += 1;
+        Ok(seq)
+    }
+
+    /// `MPI_Test` on the send `seq` to `dest`; a completed send is removed.
+    /// `dest` must be below the job's size.
+    pub(super) fn test(
+        &mut self,
+        world: &World,
+        dest: usize,
+        seq: u64,
+    ) -> Result<SendState, MpiCode> {
+        let queue = &mut self.per_dest[dest];
+        if seq >= queue.next_seq {
+            return Ok(SendState::NeverStarted {
+                started: queue.next_seq,
+            });
+        }
+        let Ok(at) = queue.in_flight.binary_search_by_key(&seq, |s| s.seq) else {
+            return Ok(SendState::Done);
+        };
+        if !world.test(&mut queue.in_flight[at].request)? {
+            return Ok(SendState::InFlight);
+        }
+        if let Some(done) = queue.in_flight.remove(at) {
+            done.release();
+            self.in_flight -= 1;
+        }
+        Ok(SendState::Done)
+    }
+
+    /// Frees the oldest sends to `dest` that have completed, testing at most
+    /// `max` of them and stopping at the first still in flight.
+    #[inline]
+    pub(super) fn reap(&mut self, world: &World, dest: usize, max: usize) -> Result<(), MpiCode> {
+        let queue = &mut self.per_dest[dest];
+        for _ in 0..max {
+            let Some(oldest) = queue.in_flight.front_mut() else {
+                return Ok(());
+            };
+            if !world.test(&mut oldest.request)? {
+                return Ok(());
+            }
+            if let Some(done) = queue.in_flight.pop_front() {
+                done.release();
+                self.in_flight -= 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Tests every in-flight send once, freeing the completed ones. Returns
+    /// whether none is left in flight. On an error, names the destination of
+    /// the send whose test failed.
+    pub(super) fn reap_all(&mut self, world: &World) -> Result<bool, (usize, MpiCode)> {
+        if self.in_flight == 0 {
+            return Ok(true);
+        }
+        for (dest, queue) in self.per_dest.iter_mut().enumerate() {
+            let mut failure = None;
+            let mut freed = 0;
+            queue.in_flight.retain_mut(|send| {
+                if failure.is_some() {
+                    return true;
+                }
+                match world.test(&mut send.request) {
+                    Ok(true) => {
+                        // SAFETY: MPI_Test reported the send complete, so MPI
+                        // no longer reads the buffer; returning `false`
+                        // removes the entry at once, so the buffer is dropped
+                        // exactly once (`InFlight` has no drop of its own).
+                        unsafe { ManuallyDrop::drop(&mut send.buf) };
+                        freed += 1;
+                        false
+                    }
+                    Ok(false) => true,
+                    Err(code) => {
+                        failure = Some(code);
+                        true
+                    }
+                }
+            });
+            self.in_flight -= freed;
+            if let Some(code) = failure {
+                return Err((dest, code));
+            }
+        }
+        Ok(self.in_flight == 0)
+    }
+}
+
+impl Drop for PendingSends {
+    fn drop(&mut self) {
+        // Sends still in flight keep their buffers: MPI may still read them.
+        // Their `ManuallyDrop` buffers are simply not dropped (leaked).
+        if self.in_flight > 0 {
+            tracing::debug!(
+                in_flight = self.in_flight,
+                "MPI backend dropped with sends in flight; their buffers are leaked"
+            );
+        }
+    }
+}
