@@ -27,8 +27,8 @@ use crate::runtime::{with_rt, Runtime};
 use crate::thread::{self, BlockReason, ThreadId};
 use crate::wire::{self, Fields};
 
-/// The exit code of a job stopped by a collective misuse.
-const MISUSE_CODE: i32 = 1;
+/// The exit code of a job stopped by a collective's misuse or failure.
+const FAILURE_CODE: i32 = 1;
 
 /// The length of a `COLL` header: sequence u64, kind u8, step u8 (see
 /// [`wire`]).
@@ -196,11 +196,11 @@ pub(crate) fn dispatch(rt: &mut Runtime, src: Rank, header: &[u8], body: Vec<u8>
     let Some(kind) = Kind::from_u8(kind) else {
         rt.fail(
             &format!("malformed message from rank {src}: unknown collective kind {kind}"),
-            MISUSE_CODE,
+            FAILURE_CODE,
         );
     };
     if let Err(why) = rt.coll.accept(src, seq, kind, step, body) {
-        rt.fail(&why, MISUSE_CODE);
+        rt.fail(&why, FAILURE_CODE);
     }
 }
 
@@ -219,6 +219,11 @@ impl Op {
     /// Starts the next collective, of `kind`, on this node. `reason` (made
     /// at the user's call site) gets the sequence number as its detail.
     pub(super) fn begin(kind: Kind, reason: BlockReason) -> Op {
+        if !thread::in_thread() && crate::runtime::size() > 1 {
+            panic!(
+                "mttl: {kind} must be called from an mttl thread (main, or a function it invokes)"
+            );
+        }
         let (seq, rank, size) = with_rt(|rt| {
             if let Some((s, k)) = rt.coll.current {
                 rt.fail(
@@ -226,7 +231,7 @@ impl Op {
                         "{kind} was called while {k} #{s} is still running on this node: call \
                          collectives from one thread per node at a time"
                     ),
-                    MISUSE_CODE,
+                    FAILURE_CODE,
                 );
             }
             let seq = rt.coll.next_seq;
@@ -234,7 +239,7 @@ impl Op {
                 if k != kind {
                     rt.fail(
                         &mismatch(seq, &format!("{kind} on this node"), k, r),
-                        MISUSE_CODE,
+                        FAILURE_CODE,
                     );
                 }
             }
@@ -242,11 +247,6 @@ impl Op {
             rt.coll.current = Some((seq, kind));
             (seq, rt.rank, rt.size)
         });
-        if size > 1 && !thread::in_thread() {
-            panic!(
-                "mttl: {kind} must be called from an mttl thread (main, or a function it invokes)"
-            );
-        }
         Op {
             seq,
             kind,
@@ -271,7 +271,7 @@ impl Op {
             if let Err(e) = rt.post(dest, wire::COLL, &header, body) {
                 rt.fail(
                     &format!("{} #{}: sending to rank {dest}: {e}", self.kind, self.seq),
-                    MISUSE_CODE,
+                    FAILURE_CODE,
                 );
             }
         });
@@ -285,7 +285,7 @@ impl Op {
             if let Err(e) = rt.post_owned(dest, wire::COLL, &header, body) {
                 rt.fail(
                     &format!("{} #{}: sending to rank {dest}: {e}", self.kind, self.seq),
-                    MISUSE_CODE,
+                    FAILURE_CODE,
                 );
             }
         });
@@ -318,7 +318,7 @@ impl Op {
     /// Stops the job: the nodes disagree about this collective.
     pub(super) fn fail(&self, why: &str) -> ! {
         let why = format!("{} #{}: {why}", self.kind, self.seq);
-        match with_rt(|rt| -> Infallible { rt.fail(&why, MISUSE_CODE) }) {}
+        match with_rt(|rt| -> Infallible { rt.fail(&why, FAILURE_CODE) }) {}
     }
 }
 
