@@ -7,10 +7,13 @@
 //! trait ([`cg::CgComm`], [`is::IsComm`]) that a driver implements.
 //! [`randlc`] is NPB's random number generator and [`class`] the official
 //! class tables. [`sim`] is the in-process reference driver the tests and
-//! `examples/npb_serial.rs` use.
+//! `examples/npb_serial.rs` use. [`drivers`] holds the two programs of each
+//! kernel (plain MPI and the paper's style on mttl) that the `npb` binary
+//! runs.
 
 pub mod cg;
 pub mod class;
+pub mod drivers;
 pub mod is;
 mod prefetch;
 pub mod randlc;

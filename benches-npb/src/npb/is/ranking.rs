@@ -45,6 +45,31 @@ pub fn max_procs(params: &IsParams) -> usize {
     }
 }
 
+/// Checks that IS can run on `nprocs` processes: a power of two up to
+/// [`max_procs`].
+pub fn check_procs(params: &IsParams, nprocs: usize) -> Result<(), IsError> {
+    let max = max_procs(params);
+    if !nprocs.is_power_of_two() || nprocs > max {
+        return Err(IsError::BadProcessCount { nprocs, max });
+    }
+    Ok(())
+}
+
+/// The length of a process's receive buffer for the keys of its bucket
+/// range, NPB's `SIZE_OF_BUFFERS`: the keys per process times 3/2 below 256
+/// processes, 5/2 below 512, 4 below 1024, 13/2 from there (NPB validated
+/// these for its bucket counts; the keys are roughly Gaussian, so the first
+/// and last processes get wide key ranges).
+pub fn key_buffer_len(params: &IsParams, nprocs: usize) -> usize {
+    let keys = params.total_keys() / nprocs.max(1);
+    match nprocs {
+        0..256 => 3 * keys / 2,
+        256..512 => 5 * keys / 2,
+        512..1024 => 4 * keys,
+        _ => 13 * keys / 2,
+    }
+}
+
 /// Why an IS process cannot be set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum IsError {
@@ -151,10 +176,7 @@ impl IsRank {
     /// Sets up rank `me` of `nprocs`: its starting seed and its keys
     /// (untimed in NPB).
     pub fn new(params: IsParams, nprocs: usize, me: usize) -> Result<Self, IsError> {
-        let max = max_procs(&params);
-        if !nprocs.is_power_of_two() || nprocs > max {
-            return Err(IsError::BadProcessCount { nprocs, max });
-        }
+        check_procs(&params, nprocs)?;
         if me >= nprocs {
             return Err(IsError::RankOutOfRange { rank: me, nprocs });
         }

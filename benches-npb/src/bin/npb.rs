@@ -1,0 +1,217 @@
+//! `npb`: NPB CG and IS, in the paper's style on mttl or as the plain-MPI
+//! baseline, with NPB's standard report.
+//!
+//! ```text
+//! npb cg --class B -n 2 [--backend tcp|mpi] [--variant mttl|mpi] [--json]
+//! npb --line-diff
+//! ```
+//!
+//! How a run starts:
+//!
+//! 1. Inside a job (started by `mttlrun`, `mpirun` or this program), the
+//!    process runs the chosen variant as one rank of it: the `mttl` variant
+//!    under the mttl runtime (node 0's main invokes the tasks, see
+//!    [`benches_npb::npb::drivers`]), the `mpi` variant on rsmpi directly.
+//! 2. Outside a job, with `-n N` (or `--backend mpi`), it launches itself as
+//!    a job of N ranks (1 by default): TCP ranks through mttl's launcher,
+//!    MPI ranks handed to `mpirun`; it exits with the job's status.
+//! 3. Outside a job without either, it runs alone, as a job of one rank.
+//!
+//! The `mpi` variant runs on MPI only (its backend defaults to `mpi`), and
+//! needs a build with the cargo feature `mpi`. Rank 0 prints the report (or
+//! one JSON object with `--json`). The exit status is 0 for a verified run,
+//! 1 for an unverified or failed one, 2 for a run that cannot start. With
+//! `MTTL_STATS=1` every rank prints its communication counts at exit
+//! (`mttl stats rank R: ...`).
+
+use std::process::ExitCode;
+
+use benches_npb::npb::cg::CgGrid;
+use benches_npb::npb::drivers::{self, line_diff, DriverError, Kernel, Outcome, Variant};
+use benches_npb::npb::is::check_procs;
+use benches_npb::npb::Class;
+use clap::Parser;
+use mttl::comm::env as launch_env;
+use mttl::comm::launch::{self, BackendKind, JobSpec};
+
+/// The command that builds `npb` with the MPI variant and backend.
+const MPI_BUILD_HINT: &str = "cargo build --release -p benches-npb --features mpi --bin npb";
+
+/// Exit status of a run that cannot start.
+const USAGE: u8 = 2;
+
+/// NPB CG and IS on mttl (the paper's style) or on plain MPI.
+#[derive(Debug, Parser)]
+#[command(name = "npb", version, about)]
+struct Cli {
+    /// The benchmark.
+    #[arg(value_enum, required_unless_present = "line_diff")]
+    kernel: Option<Kernel>,
+
+    /// Problem class: S, W, A, B, C (D for CG only).
+    #[arg(long, short, default_value = "S")]
+    class: Class,
+
+    /// Number of processes (a power of two); outside a job, launch that many.
+    #[arg(short = 'n', long = "np", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    np: Option<u32>,
+
+    /// Communication backend [default: mpi for the mpi variant, else tcp].
+    #[arg(long, value_name = "tcp|mpi")]
+    backend: Option<BackendKind>,
+
+    /// The program: the paper's style on mttl, or the plain-MPI baseline.
+    #[arg(long, value_enum, default_value_t = Variant::Mttl)]
+    variant: Variant,
+
+    /// Print one JSON object instead of NPB's report.
+    #[arg(long)]
+    json: bool,
+
+    /// Print how many lines differ between the two variants of each kernel,
+    /// and exit.
+    #[arg(long)]
+    line_diff: bool,
+}
+
+/// Why `npb` cannot run as asked.
+#[derive(Debug, thiserror::Error)]
+enum NpbError {
+    #[error("the mpi variant runs on the MPI backend only (drop --backend tcp)")]
+    MpiVariantOnTcp,
+    #[error("this npb was built without MPI; build it with `{MPI_BUILD_HINT}`")]
+    NoMpi,
+    #[error("the mpi variant cannot run in a TCP job; start it with mpirun or `--backend mpi`")]
+    MpiVariantInTcpJob,
+    #[error("--backend {asked} was asked for, but this job runs on {actual}")]
+    BackendMismatch { asked: BackendKind, actual: String },
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    #[error("cannot launch the job: {0}")]
+    Launch(#[from] launch::LaunchError),
+    #[error("cannot find this program to launch it: {0}")]
+    CurrentExe(std::io::Error),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.line_diff {
+        print!("{}", line_diff::report());
+        return ExitCode::SUCCESS;
+    }
+    match run(cli) {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("npb: {e}");
+            ExitCode::from(USAGE)
+        }
+    }
+}
+
+/// Whether this process is a rank of a job (steps 1-3 of the module doc).
+fn in_job() -> bool {
+    std::env::var_os(launch_env::RANK).is_some_and(|v| !v.is_empty())
+        || launch_env::mpi_launcher_var().is_some()
+}
+
+fn run(cli: Cli) -> Result<i32, NpbError> {
+    let kernel = cli.kernel.unwrap_or(Kernel::Cg);
+    let np = cli.np.map(|n| n as usize);
+    let backend = match (cli.variant, cli.backend) {
+        (Variant::Mpi, Some(BackendKind::Tcp)) => return Err(NpbError::MpiVariantOnTcp),
+        (Variant::Mpi, _) => BackendKind::Mpi,
+        (Variant::Mttl, asked) => asked.unwrap_or_default(),
+    };
+    if backend == BackendKind::Mpi && !cfg!(feature = "mpi") {
+        return Err(NpbError::NoMpi);
+    }
+    if !in_job() && (np.is_some() || backend == BackendKind::Mpi) {
+        let np = np.unwrap_or(1);
+        check_job(kernel, cli.class, np)?;
+        return launch_self(np, backend);
+    }
+    match cli.variant {
+        Variant::Mpi => {
+            if std::env::var_os(launch_env::RANK).is_some() {
+                return Err(NpbError::MpiVariantInTcpJob);
+            }
+            let outcome = run_mpi(kernel, cli.class, np)?;
+            Ok(outcome.map_or(0, |o| finish(&o, cli.json)))
+        }
+        Variant::Mttl => {
+            let (class, json, asked) = (cli.class, cli.json, cli.backend);
+            Ok(mttl::start(move || {
+                match run_mttl(kernel, class, np, asked) {
+                    Ok(outcome) => finish(&outcome, json),
+                    Err(e) => {
+                        eprintln!("npb: {e}");
+                        i32::from(USAGE)
+                    }
+                }
+            }))
+        }
+    }
+}
+
+/// Refuses, before launching, a job size the kernel cannot run on.
+fn check_job(kernel: Kernel, class: Class, np: usize) -> Result<(), DriverError> {
+    match kernel {
+        Kernel::Cg => CgGrid::new(class.cg().na, np, 0).map(drop)?,
+        Kernel::Is => check_procs(&class.is()?, np)?,
+    }
+    Ok(())
+}
+
+/// Step 2 of the module doc: this program with the same arguments as a job
+/// of `np` ranks; returns the job's exit status.
+fn launch_self(np: usize, backend: BackendKind) -> Result<i32, NpbError> {
+    let program = std::env::current_exe().map_err(NpbError::CurrentExe)?;
+    let mut spec = JobSpec::new(np, program).args(std::env::args_os().skip(1));
+    spec.backend = backend;
+    Ok(launch::run(&spec)?.exit_code)
+}
+
+/// The `mttl` variant, as node 0's main.
+fn run_mttl(
+    kernel: Kernel,
+    class: Class,
+    np: Option<usize>,
+    asked: Option<BackendKind>,
+) -> Result<Outcome, NpbError> {
+    let actual = mttl::backend_name();
+    if let Some(asked) = asked.filter(|b| b.to_string() != actual) {
+        return Err(NpbError::BackendMismatch {
+            asked,
+            actual: actual.to_owned(),
+        });
+    }
+    Ok(match kernel {
+        Kernel::Cg => drivers::cg_mttl::run(class, np)?,
+        Kernel::Is => drivers::is_mttl::run(class, np)?,
+    })
+}
+
+/// The `mpi` variant, as one process of an MPI job; rank 0 gets the outcome.
+#[cfg(feature = "mpi")]
+fn run_mpi(kernel: Kernel, class: Class, np: Option<usize>) -> Result<Option<Outcome>, NpbError> {
+    Ok(match kernel {
+        Kernel::Cg => drivers::cg_mpi::run(class, np)?,
+        Kernel::Is => drivers::is_mpi::run(class, np)?,
+    })
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(_: Kernel, _: Class, _: Option<usize>) -> Result<Option<Outcome>, NpbError> {
+    Err(NpbError::NoMpi)
+}
+
+/// Prints the outcome and returns the exit status.
+fn finish(outcome: &Outcome, json: bool) -> i32 {
+    if json {
+        println!("{}", outcome.to_json());
+    } else {
+        outcome.print();
+    }
+    outcome.exit_code()
+}

@@ -1,0 +1,167 @@
+//! NPB CG in the paper's style on mttl: node 0's main invokes the
+//! initialisation (`cg_init`) and the benchmark (`cg_kernel`) as tasks on
+//! every node ([`mttl::spmd`]); vectors move by remote writes into the
+//! partner's landing buffer; the slowest node's time is the maximum of what
+//! the tasks return.
+//!
+//! # An exchange, step by step
+//!
+//! 1. Each exchange kind (row-reduction step, transpose, row-sum step) has a
+//!    slot in every node's landing array: two buffers of `stride` values,
+//!    used alternately by the slot's sequence number `seq` (1, 2, ...),
+//!    which both partners count alike.
+//! 2. The sender writes `seq` followed by its values into buffer `seq % 2`
+//!    of the slot on the partner, in one `nwrite`: a write is applied at
+//!    its owner as a whole, so it carries its own flag.
+//! 3. The receiver yields to the runtime (which applies incoming writes)
+//!    until the first value of its own buffer `seq % 2` is `seq`, then
+//!    copies the values out.
+//! 4. The partner writes that buffer again only with `seq + 2`, after it
+//!    has received this node's write `seq + 1`, which this node sends only
+//!    after step 3 of exchange `seq`: no buffer is overwritten unread.
+//!
+//! `cg_mpi.rs` is the same program on plain MPI; `npb --line-diff` counts
+//! the lines that differ.
+
+use std::cell::RefCell;
+use std::time::Instant;
+
+use mttl::{GlobalArray, GlobalPtr};
+
+use super::error::{check_size, DriverError};
+use super::report::{Outcome, Variant};
+use crate::npb::cg::{CgComm, CgGrid, CgIteration, CgRank, Exchange};
+use crate::npb::Class;
+
+thread_local! {
+    /// What `cg_init` leaves on its node for `cg_kernel`: the process's
+    /// share of CG, its landing array and the array's stride.
+    static NODE: RefCell<Option<(CgRank, GlobalArray<f64>, usize)>> = const { RefCell::new(None) };
+}
+
+/// CG's communication on mttl.
+struct MttlCg<'a> {
+    /// Every node's landing array.
+    landings: Vec<GlobalPtr<f64>>,
+    /// This node's.
+    landing: &'a GlobalArray<f64>,
+    /// Values per buffer: the sequence number and the longest exchange.
+    stride: usize,
+    /// Steps of a row reduction (and of a row sum).
+    steps: usize,
+    /// The last sequence number of each slot.
+    seq: Vec<u64>,
+    /// The write being sent: sequence number, then values.
+    outgoing: Vec<f64>,
+}
+
+impl MttlCg<'_> {
+    /// The landing slot of an exchange kind (step 1 of the module doc).
+    fn slot(&self, kind: Exchange) -> usize {
+        match kind {
+            Exchange::RowReduce { step } => step,
+            Exchange::Transpose => self.steps,
+            Exchange::RowSum { step } => self.steps + 1 + step,
+        }
+    }
+}
+
+impl CgComm for MttlCg<'_> {
+    /// A remote write into the partner's landing buffer, then a wait for
+    /// the partner's write into ours (steps 2-3 of the module doc).
+    fn exchange(&mut self, partner: usize, kind: Exchange, send: &[f64], recv: &mut [f64]) {
+        let slot = self.slot(kind);
+        self.seq[slot] += 1;
+        let seq = self.seq[slot];
+        let at = (2 * slot + seq as usize % 2) * self.stride;
+        self.outgoing.clear();
+        self.outgoing.push(seq as f64);
+        self.outgoing.extend_from_slice(send);
+        self.landings[partner].add(at).nwrite_slice(&self.outgoing);
+        while self.landing.get(at) != seq as f64 {
+            mttl::yield_now();
+        }
+        recv.copy_from_slice(&self.landing.borrow()[at + 1..at + 1 + recv.len()]);
+    }
+
+    fn barrier(&mut self) {
+        mttl::barrier();
+    }
+}
+
+/// Slots of a landing array: the row-reduction steps, the transpose, the
+/// row-sum steps.
+fn slots(grid: &CgGrid) -> usize {
+    2 * grid.l2npcols + 1
+}
+
+/// Initialisation task: this node's block of the matrix and its landing
+/// array; returns the array's global pointer and the time it took.
+#[mttl::remote]
+fn cg_init(class: char) -> (GlobalPtr<f64>, f64) {
+    let t0 = Instant::now();
+    let class: Class = class
+        .to_string()
+        .parse()
+        .expect("node 0 sends a class letter");
+    let rank =
+        CgRank::new(class.cg(), mttl::size(), mttl::rank()).expect("node 0 checked the grid");
+    let stride = mttl::allreduce_max(rank.grid().max_exchange_len()) + 1;
+    let landing = GlobalArray::new(2 * slots(rank.grid()) * stride);
+    let ptr = landing.global_ptr();
+    NODE.set(Some((rank, landing, stride)));
+    (ptr, t0.elapsed().as_secs_f64())
+}
+
+/// Kernel task: one untimed outer iteration, `x` reset, a barrier, then
+/// `niter` timed ones; returns ‖r‖ and zeta of each with the time of the
+/// timed loop.
+#[mttl::remote]
+fn cg_kernel(landings: Vec<GlobalPtr<f64>>) -> (Vec<(f64, f64)>, f64) {
+    let (mut rank, landing, stride) = NODE.take().expect("cg_init ran on this node");
+    let steps = rank.grid().l2npcols;
+    let mut comm = MttlCg {
+        landings,
+        landing: &landing,
+        stride,
+        steps,
+        seq: vec![0; slots(rank.grid())],
+        outgoing: Vec::with_capacity(stride),
+    };
+    rank.power_step(&mut comm);
+    rank.reset_x();
+    comm.barrier();
+    let t0 = Instant::now();
+    let trace = (0..rank.params().niter)
+        .map(|_| rank.power_step(&mut comm))
+        .map(|it| (it.rnorm, it.zeta))
+        .collect();
+    (trace, t0.elapsed().as_secs_f64())
+}
+
+/// Runs CG on this mttl job: node 0's main.
+pub fn run(class: Class, np: Option<usize>) -> Result<Outcome, DriverError> {
+    let nprocs = mttl::size();
+    check_size(np, nprocs)?;
+    CgGrid::new(class.cg().na, nprocs, 0)?;
+    let inits = mttl::spmd(cg_init, (class.letter(),));
+    let landings = inits.iter().map(|&(ptr, _)| ptr).collect();
+    let kernels = mttl::spmd(cg_kernel, (landings,));
+    let trace = kernels[0]
+        .0
+        .iter()
+        .map(|&(rnorm, zeta)| CgIteration { rnorm, zeta })
+        .collect();
+    let seconds = kernels.iter().map(|k| k.1).fold(0.0, f64::max);
+    let setup = inits.iter().map(|i| i.1).fold(0.0, f64::max);
+    let backend = mttl::backend_name();
+    Ok(Outcome::cg(
+        class,
+        Variant::Mttl,
+        backend,
+        nprocs,
+        trace,
+        seconds,
+        setup,
+    ))
+}
