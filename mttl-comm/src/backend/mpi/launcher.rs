@@ -28,24 +28,48 @@ const RANK_VARS: &[(&str, &str)] = &[(
     "a PMIx launcher (Open MPI 5's mpirun, prterun or srun --mpi=pmix)",
 )];
 
-/// Checks that a job MPI reports as `mpi_size` processes agrees with the
-/// launcher's variables; on a mismatch, returns a sentence saying what
-/// happened and what to do.
-pub(super) fn check(mpi_size: usize) -> Result<(), String> {
-    if mpi_size != 1 {
-        return Ok(());
+/// What the launcher's variables said before MPI started: `MPI_Init` may
+/// rewrite some of them (Open MPI's singleton start sets `PMIX_RANK=0`), so
+/// they are read first.
+#[derive(Debug)]
+pub(super) struct LauncherVars {
+    /// The first variable saying this process is not alone: its name, its
+    /// value and the launcher that sets it.
+    says_not_alone: Option<(&'static str, String, &'static str)>,
+}
+
+impl LauncherVars {
+    /// Reads the launcher's variables; call before initialising MPI.
+    pub(super) fn read() -> LauncherVars {
+        LauncherVars {
+            says_not_alone: disagreeing_var(),
+        }
     }
-    let Some((name, value, launcher)) = disagreeing_var() else {
-        return Ok(());
-    };
-    let built_with = library_name();
-    Err(format!(
-        "MPI reports a job of 1 process, but {name}={value} says {launcher} started more: \
-         this program was started by a different MPI's mpirun than the one it was built \
-         with ({built_with}), so every process runs alone. Launch it with the mpirun of \
-         {built_with}, or rebuild it against the launcher's MPI (set MPI_PKG_CONFIG or \
-         MPICC, with a separate --target-dir)"
-    ))
+
+    /// Checks that a job MPI reports as `mpi_size` processes agrees with
+    /// the launcher's variables; on a mismatch, returns a sentence saying
+    /// what happened and what to do.
+    pub(super) fn check(&self, mpi_size: usize) -> Result<(), String> {
+        if mpi_size != 1 {
+            return Ok(());
+        }
+        let Some((name, value, launcher)) = &self.says_not_alone else {
+            return Ok(());
+        };
+        let built_with = library_name();
+        let other = if name.starts_with("OMPI_") && built_with.starts_with("Open MPI") {
+            "a different Open MPI installation's mpirun (another version or prefix)"
+        } else {
+            "a different MPI's mpirun"
+        };
+        Err(format!(
+            "MPI reports a job of 1 process, but {name}={value} says {launcher} started more: \
+             this program was started by {other} than the one it was built with \
+             ({built_with}), so every process runs alone. Launch it with the mpirun of \
+             {built_with}, or rebuild it against the launcher's MPI (set MPI_PKG_CONFIG or \
+             MPICC, with a separate --target-dir)"
+        ))
+    }
 }
 
 /// The first launcher variable that says this process is not alone: the one

@@ -36,7 +36,7 @@
 //!    matching receive, so two ranks sending to each other cannot deadlock.
 //! 3. Larger: `MPI_Isend`, then until `MPI_Test` reports it complete, move one
 //!    incoming message (if any) from MPI into the inbox, or back off
-//!    (`wait.rs`). Two ranks sending large messages to each other both drain,
+//!    (`wait.rs`; the spin is stretched by the time the copy should take). Two ranks sending large messages to each other both drain,
 //!    so both sends complete (the contract's progress rule).
 //!
 //! ## Receive, step by step
@@ -93,6 +93,7 @@ use std::time::Duration;
 use mpi::environment::{Threading, Universe};
 
 use self::inbox::Inbox;
+use self::launcher::LauncherVars;
 use self::raw::{MpiCode, Probed, Request, World, MAX_TAG};
 use self::sends::{PendingSends, SendState};
 use self::wait::Backoff;
@@ -310,7 +311,11 @@ impl MpiComm {
         // the request (it completed with that error).
         let mut request = unsafe { self.world.isend(dest, tag, data.as_ptr(), len) }
             .map_err(|code| self.mpi_error(op, code))?;
-        let mut backoff = Backoff::new(self.spin, None);
+        // While the receiver copies the message this rank only waits for the
+        // end, so it spins for about as long as the copy takes before parking
+        // (a nap would delay the receiver's next step, e.g. its reply).
+        let spin = self.spin + wait::transfer_time(data.len());
+        let mut backoff = Backoff::new(spin, None);
         loop {
             match self.world.test(&mut request) {
                 Ok(true) => return Ok(()),
@@ -318,7 +323,7 @@ impl MpiComm {
                 Err(code) => return Err(self.mpi_error(op, code)),
             }
             match self.drain_one(op) {
-                Ok(true) => backoff = Backoff::new(self.spin, None),
+                Ok(true) => backoff = Backoff::new(spin, None),
                 Ok(false) => {
                     if backoff.parked() {
                         self.reap_all(op)?;
@@ -372,6 +377,7 @@ impl Comm for MpiComm {
         let spin_set = std::env::var(env::SPIN_US).is_ok_and(|v| !v.is_empty());
         let spin = wait::spin_time(env::spin_time()?, spin_set);
         let max_message = env::max_message()?.min(i32::MAX as usize);
+        let launcher_vars = LauncherVars::read();
         let (universe, threading) = mpi::initialize_with_threading(Threading::Funneled)
             .ok_or_else(|| {
                 init_error(
@@ -404,7 +410,9 @@ impl Comm for MpiComm {
                 ErrorKind::Mpi(format!("MPI reported rank {rank} of {size} processes")),
             ));
         };
-        launcher::check(size).map_err(|why| init_error(Some(rank), ErrorKind::Environment(why)))?;
+        launcher_vars
+            .check(size)
+            .map_err(|why| init_error(Some(rank), ErrorKind::Environment(why)))?;
         tracing::debug!(rank, size, "MPI backend up");
         Ok(MpiComm {
             world,

@@ -55,6 +55,18 @@ pub(super) fn spin_time(configured: Duration, explicit: bool) -> Duration {
     configured.max((shortest_nap * 2).min(MAX_SPIN_FLOOR))
 }
 
+/// A bandwidth every transport reaches (shared memory copies at several
+/// GiB/s, TCP on the CI VM at about 4.5 GiB/s): how long a large send is
+/// expected to keep its sender waiting is estimated from it.
+const ASSUMED_BANDWIDTH: u64 = 1 << 30;
+
+/// How long a send of `len` bytes should take at [`ASSUMED_BANDWIDTH`]: a
+/// sender waiting on a transfer in progress spins about this long more
+/// before it parks, so its naps do not stall the exchange.
+pub(super) fn transfer_time(len: usize) -> Duration {
+    Duration::from_nanos((len as u64).saturating_mul(1_000_000_000) / ASSUMED_BANDWIDTH)
+}
+
 /// Paces one blocking wait: call [`idle`](Backoff::idle) after each poll that
 /// found nothing.
 #[derive(Debug)]
