@@ -26,6 +26,7 @@ on_every_backend!(
     member_functions_run_at_the_owner,
     errors_reach_the_caller,
     remote_accesses_wait_for_local_guards,
+    owner_threads_wait_for_member_functions,
     many_nwrites_in_flight_then_fence,
     barrier_makes_nwrites_visible,
 );
@@ -148,13 +149,20 @@ fn slices_below_and_above_the_eager_limit(t: Scenario) {
                 let at = (N - len) / 3;
                 let data: Vec<u64> = (0..len as u64).map(|i| i * 31 + len as u64).collect();
                 p.add(at).write_slice(&data);
-                assert_eq!(p.add(at).read_vec(len), data, "{len} elements on node {node}");
+                assert_eq!(
+                    p.add(at).read_vec(len),
+                    data,
+                    "{len} elements on node {node}"
+                );
                 let flipped: Vec<u64> = data.iter().map(|x| !x).collect();
                 p.add(at).nwrite_slice(&flipped);
                 mttl::fence();
                 let mut back = vec![0u64; len];
                 p.add(at).read_slice(&mut back);
-                assert!(back == flipped, "{len} elements after nwrite on node {node}");
+                assert!(
+                    back == flipped,
+                    "{len} elements after nwrite on node {node}"
+                );
             }
             // The last write covered the whole array: the owner agrees.
             let sum = (0..N as u64).fold(0u64, |s, i| s.wrapping_add(!(i * 31 + N as u64)));
@@ -209,7 +217,11 @@ fn pointer_arithmetic(t: Scenario) {
         assert_eq!(distinct.len(), 10);
         // The same arithmetic at the owner and at a third node.
         for node in 0..3 {
-            assert_eq!(mttl::invoke(node, read_at, (p.add(2), 6usize)), 8, "on {node}");
+            assert_eq!(
+                mttl::invoke(node, read_at, (p.add(2), 6usize)),
+                8,
+                "on {node}"
+            );
         }
         println!("pointer arithmetic works");
     })
@@ -229,7 +241,11 @@ fn alloc_ptr_table(n: usize) -> GlobalPtr<GlobalPtr<u64>> {
 /// Follows every pointer of a table and reads element `i` behind it.
 #[mttl::remote]
 fn follow(table: GlobalPtr<GlobalPtr<u64>>, n: usize, i: usize) -> Vec<u64> {
-    table.read_vec(n).into_iter().map(|p| p.add(i).read()).collect()
+    table
+        .read_vec(n)
+        .into_iter()
+        .map(|p| p.add(i).read())
+        .collect()
 }
 
 fn pointers_to_pointers(t: Scenario) {
@@ -426,7 +442,10 @@ fn member_functions_run_at_the_owner(t: Scenario) {
         let e = p.try_invoke(explode, ("boom".to_owned(),)).unwrap_err();
         match &e.kind {
             GlobalErrorKind::Panicked(m) => {
-                assert!(m.contains("explode") && m.contains("102 hits exploded: boom"), "{m}")
+                assert!(
+                    m.contains("explode") && m.contains("102 hits exploded: boom"),
+                    "{m}"
+                )
             }
             _ => panic!("expected a panic, got {e}"),
         }
@@ -437,11 +456,19 @@ fn member_functions_run_at_the_owner(t: Scenario) {
         let q = own.global_ptr();
         assert_eq!(q.invoke(bump, (3u64,)), 3);
         assert_eq!(q.invoke(where_am_i, ()), 0);
-        assert_eq!(own.get(), Counter { hits: 101, total: 3 });
+        assert_eq!(
+            own.get(),
+            Counter {
+                hits: 101,
+                total: 3
+            }
+        );
         {
             let _g = own.borrow();
             let e = q.try_invoke(bump, (1u64,)).unwrap_err();
-            expect_kind(&e, "local call under a guard", |k| *k == GlobalErrorKind::Borrowed);
+            expect_kind(&e, "local call under a guard", |k| {
+                *k == GlobalErrorKind::Borrowed
+            });
         }
 
         // On an element of a remote array.
@@ -452,7 +479,13 @@ fn member_functions_run_at_the_owner(t: Scenario) {
 
         // From every node at once.
         mttl::spmd(bump_many, (p, 40u64));
-        assert_eq!(p.read(), Counter { hits: 103 + 120, total: 13 + 120 });
+        assert_eq!(
+            p.read(),
+            Counter {
+                hits: 103 + 120,
+                total: 13 + 120
+            }
+        );
 
         // Once freed, the object is gone.
         mttl::invoke(2, free_kept, (p.region(),));
@@ -474,24 +507,47 @@ fn errors_reach_the_caller(t: Scenario) {
 
             let bogus = GlobalPtr::<u64>::from_parts(node, p.region() + (5 << 20), 0);
             let e = bogus.try_read().unwrap_err();
-            expect_kind(&e, "unknown region", |k| *k == GlobalErrorKind::UnknownRegion);
-            assert_eq!((e.rank, e.region, e.offset, e.len, e.op), (node, bogus.region(), 0, 8, "read"));
+            expect_kind(&e, "unknown region", |k| {
+                *k == GlobalErrorKind::UnknownRegion
+            });
+            assert_eq!(
+                (e.rank, e.region, e.offset, e.len, e.op),
+                (node, bogus.region(), 0, 8, "read")
+            );
 
             let q = mttl::invoke(node, alloc_u64, (2usize,));
             mttl::invoke(node, free_kept, (q.region(),));
-            expect_kind(&q.try_read().unwrap_err(), "freed read", |k| *k == GlobalErrorKind::Freed);
-            expect_kind(&q.try_write(1).unwrap_err(), "freed write", |k| *k == GlobalErrorKind::Freed);
-            expect_kind(&q.try_fetch_add(1).unwrap_err(), "freed atomic", |k| *k == GlobalErrorKind::Freed);
+            expect_kind(&q.try_read().unwrap_err(), "freed read", |k| {
+                *k == GlobalErrorKind::Freed
+            });
+            expect_kind(&q.try_write(1).unwrap_err(), "freed write", |k| {
+                *k == GlobalErrorKind::Freed
+            });
+            expect_kind(&q.try_fetch_add(1).unwrap_err(), "freed atomic", |k| {
+                *k == GlobalErrorKind::Freed
+            });
 
             let oob = |k: &GlobalErrorKind| *k == GlobalErrorKind::OutOfBounds { region_len: 32 };
             let e = p.add(4).try_read().unwrap_err();
             expect_kind(&e, "past the end", oob);
             assert_eq!((e.offset, e.len), (32, 8));
-            expect_kind(&p.add(3).try_read_slice(&mut [0; 2]).unwrap_err(), "slice past the end", oob);
-            expect_kind(&p.add(2).try_write_slice(&[1, 2, 3]).unwrap_err(), "write past the end", oob);
+            expect_kind(
+                &p.add(3).try_read_slice(&mut [0; 2]).unwrap_err(),
+                "slice past the end",
+                oob,
+            );
+            expect_kind(
+                &p.add(2).try_write_slice(&[1, 2, 3]).unwrap_err(),
+                "write past the end",
+                oob,
+            );
             let e = p.sub(1).try_read().unwrap_err();
             expect_kind(&e, "before the start", oob);
-            assert_eq!(e.offset, u64::MAX - 7, "the caller's own offset is reported");
+            assert_eq!(
+                e.offset,
+                u64::MAX - 7,
+                "the caller's own offset is reported"
+            );
 
             let e = p.cast::<u32>().try_read().unwrap_err();
             expect_kind(&e, "u32 through a u64 region", |k| {
@@ -508,7 +564,9 @@ fn errors_reach_the_caller(t: Scenario) {
                 }
             });
             let e = p.cast::<u8>().add(4).cast::<u64>().try_read().unwrap_err();
-            expect_kind(&e, "misaligned", |k| *k == GlobalErrorKind::Misaligned { elem: 8 });
+            expect_kind(&e, "misaligned", |k| {
+                *k == GlobalErrorKind::Misaligned { elem: 8 }
+            });
 
             // The region itself is unharmed by all that.
             p.write_slice(&[1, 2, 3, 4]);
@@ -519,11 +577,15 @@ fn errors_reach_the_caller(t: Scenario) {
         let p = mttl::invoke(1, alloc_u64, (4usize,));
         let nowhere = GlobalPtr::<u64>::from_parts(7, p.region(), 0);
         let e = nowhere.try_read().unwrap_err();
-        expect_kind(&e, "rank 7 of 3", |k| *k == GlobalErrorKind::NoSuchRank { size: 3 });
-        assert!(e.to_string().contains("rank 7"), "{e}");
-        expect_kind(&nowhere.try_nwrite(1).unwrap_err(), "nwrite to rank 7", |k| {
+        expect_kind(&e, "rank 7 of 3", |k| {
             *k == GlobalErrorKind::NoSuchRank { size: 3 }
         });
+        assert!(e.to_string().contains("rank 7"), "{e}");
+        expect_kind(
+            &nowhere.try_nwrite(1).unwrap_err(),
+            "nwrite to rank 7",
+            |k| *k == GlobalErrorKind::NoSuchRank { size: 3 },
+        );
         let e = GlobalPtr::<u64>::null().try_write(1).unwrap_err();
         expect_kind(&e, "null", |k| *k == GlobalErrorKind::Null);
 
@@ -535,8 +597,15 @@ fn errors_reach_the_caller(t: Scenario) {
         expect_kind(&e, "nwrite past the end", |k| {
             *k == GlobalErrorKind::OutOfBounds { region_len: 32 }
         });
-        assert_eq!((e.rank, e.region, e.offset, e.len, e.op), (1, p.region(), 80, 8, "nwrite"));
-        assert_eq!(p.read_vec(3), vec![0, 11, 12], "the good nwrites around it were applied");
+        assert_eq!(
+            (e.rank, e.region, e.offset, e.len, e.op),
+            (1, p.region(), 80, 8, "nwrite")
+        );
+        assert_eq!(
+            p.read_vec(3),
+            vec![0, 11, 12],
+            "the good nwrites around it were applied"
+        );
         assert_eq!(mttl::try_fence(), Ok(()));
 
         // The plain variants panic with the same error.
@@ -577,6 +646,12 @@ fn call_bump(p: GlobalPtr<Counter>, by: u64) -> u64 {
 #[mttl::remote]
 fn ping() {}
 
+#[mttl::remote]
+fn poke_nwrite_fence(p: GlobalPtr<u64>, v: u64) {
+    p.nwrite(v);
+    mttl::fence();
+}
+
 /// Runs on node 1 and asks node 0 to access node 1's memory while node 1
 /// holds guards on it across blocking calls.
 #[mttl::remote]
@@ -591,12 +666,19 @@ fn guarded_owner() {
     // arrived here, and was deferred.
     let blocked = mttl::ainvoke(0, poke_write, (p.add(1), 43u64));
     mttl::invoke(0, ping, ());
-    assert!(!blocked.is_ready(), "a blocking write returned under a guard");
+    assert!(
+        !blocked.is_ready(),
+        "a blocking write returned under a guard"
+    );
     assert_eq!(&g[..], &[1, 2, 3, 4], "the guard saw a remote write");
     // Local accesses through a pointer never wait: they fail.
     let e = p.try_write(5).unwrap_err();
     assert_eq!(e.kind, GlobalErrorKind::Borrowed, "{e}");
-    assert_eq!(p.add(3).try_read(), Ok(4), "a local read beside a shared guard");
+    assert_eq!(
+        p.add(3).try_read(),
+        Ok(4),
+        "a local read beside a shared guard"
+    );
     drop(g);
     // Dropping the guard applied both, in order, before anything else ran.
     assert_eq!(arr.to_vec(), vec![42, 43, 3, 4]);
@@ -607,10 +689,25 @@ fn guarded_owner() {
     w[3] = 99;
     let read = mttl::ainvoke(0, peek, (p.add(3),));
     mttl::invoke(0, ping, ());
-    assert!(!read.is_ready(), "a remote read returned under an exclusive guard");
+    assert!(
+        !read.is_ready(),
+        "a remote read returned under an exclusive guard"
+    );
     w[3] = 100;
     drop(w);
     assert_eq!(read.wait(), 100);
+
+    // A fence waits for the deferred nwrites it covers.
+    let g = arr.borrow();
+    let fenced = mttl::ainvoke(0, poke_nwrite_fence, (p.add(2), 44u64));
+    mttl::invoke(0, ping, ());
+    assert!(
+        !fenced.is_ready(),
+        "a fence returned before its nwrite was applied"
+    );
+    drop(g);
+    fenced.wait();
+    assert_eq!(arr.get(2), 44);
 
     // A member function waits for the guard as well.
     let obj = GlobalObject::new(Counter::zeroed());
@@ -629,6 +726,61 @@ fn remote_accesses_wait_for_local_guards(t: Scenario) {
         mttl::invoke(1, guarded_owner, ());
         mttl::fence();
         println!("remote accesses waited for local guards");
+    })
+    .assert_success();
+}
+
+// ---- the owner's threads and member functions ----
+
+/// A member function that blocks while it holds its object, and meanwhile
+/// tries to reach the object through a pointer (which must fail, not wait
+/// for itself).
+#[mttl::remote]
+fn slow_bump(c: &mut Counter, itself: GlobalPtr<Counter>) -> u64 {
+    c.hits += 1;
+    let e = itself.try_read().unwrap_err();
+    assert_eq!(e.kind, GlobalErrorKind::Borrowed, "{e}");
+    mttl::invoke(0, ping, ());
+    c.total += 7;
+    c.total
+}
+
+#[mttl::remote]
+fn call_slow_bump(p: GlobalPtr<Counter>) -> u64 {
+    p.invoke(slow_bump, (p,))
+}
+
+/// Runs on node 1: node 0 invokes `slow_bump` on an object of node 1,
+/// whose own threads then wait for it instead of failing.
+#[mttl::remote]
+fn owner_waits() {
+    let obj = GlobalObject::new(Counter::zeroed());
+    let p = obj.global_ptr();
+    let call = mttl::ainvoke(0, call_slow_bump, (p,));
+    // Until the member function holds the object, it can be borrowed.
+    while obj.try_borrow().is_ok() {
+        mttl::yield_now();
+    }
+    assert!(obj.try_borrow_mut().is_err());
+    // These wait for the member function, then see all it did.
+    let after = Counter { hits: 1, total: 7 };
+    assert_eq!(obj.get(), after);
+    assert_eq!(p.read(), after);
+    assert_eq!(call.wait(), 7);
+    // And a local member function call waits the same way.
+    let second = mttl::ainvoke(0, call_slow_bump, (p,));
+    while obj.try_borrow().is_ok() {
+        mttl::yield_now();
+    }
+    assert_eq!(p.invoke(bump, (1u64,)), 15);
+    assert_eq!(second.wait(), 14);
+    assert_eq!(obj.get(), Counter { hits: 3, total: 15 });
+}
+
+fn owner_threads_wait_for_member_functions(t: Scenario) {
+    t.run(2, || {
+        mttl::invoke(1, owner_waits, ());
+        println!("the owner's threads waited for member functions");
     })
     .assert_success();
 }
@@ -685,9 +837,16 @@ fn many_nwrites_in_flight_then_fence(t: Scenario) {
         mttl::spmd(blast, (ptrs.clone(), N, BIG));
         // Every node's fence returned before spmd did: all is applied.
         for (node, &p) in ptrs.iter().enumerate() {
-            assert_eq!(mttl::invoke(node, check_blast, (p, N, BIG)), 0, "node {node}");
+            assert_eq!(
+                mttl::invoke(node, check_blast, (p, N, BIG)),
+                0,
+                "node {node}"
+            );
         }
-        println!("{} nwrites in flight, all applied at the fence", size * size * (N + 1));
+        println!(
+            "{} nwrites in flight, all applied at the fence",
+            size * size * (N + 1)
+        );
     })
     .assert_success();
 }

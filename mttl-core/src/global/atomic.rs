@@ -1,5 +1,6 @@
 //! Remote atomics on integers: the operations, their one-byte code on the
-//! wire, and how the owner applies them to the bytes of a region.
+//! wire, how the owner applies them to the bytes of a region, and the
+//! [`GlobalPtr`] methods that request them.
 //!
 //! The owner applies an operation in its handler (or the caller, for its
 //! own memory) in one step, between two thread switches; since one OS
@@ -14,7 +15,13 @@
 
 use bytemuck::Pod;
 
-use super::error::GlobalErrorKind;
+use super::completion::Request;
+use super::error::{GlobalError, GlobalErrorKind};
+use super::pack_addr;
+use super::ptr::{Access, GlobalPtr};
+use super::region::elem_size;
+use crate::runtime::with_rt;
+use crate::wire::{self, HeaderBuf};
 
 mod sealed {
     pub trait Sealed {}
@@ -204,6 +211,162 @@ fn apply_int<I: Int>(
     reply.resize(at + I::WIDTH, 0);
     old.store(&mut reply[at..]);
     Ok(reply)
+}
+
+/// Atomic read-modify-write operations, applied at the owner in one step
+/// (see `atomic`): exact under any contention from any number of ranks and
+/// threads.
+impl<T: AtomicInt> GlobalPtr<T> {
+    fn atomic(&self, op: Op, operands: &[T]) -> Result<(Access, Vec<u8>), GlobalError> {
+        let elem = elem_size::<T>();
+        let at = self.access(op.name(), elem)?;
+        let operands: &[u8] = bytemuck::cast_slice(operands);
+        let code = op.code::<T>();
+        if at.local {
+            let applied = at.here(elem, Some(at.len), |buf, off, len| {
+                buf.with_bytes_mut(off, len, |t| apply(code, t, operands))
+            })?;
+            return applied.map(|reply| (at, reply)).map_err(|k| at.error(k));
+        }
+        let request = with_rt(|rt| {
+            let r = Request::new(rt, at.node, None);
+            let header = HeaderBuf::with_capacity(17)
+                .u32(at.region)
+                .u64(pack_addr(at.offset, elem))
+                .u32(r.slot())
+                .u8(code)
+                .bytes;
+            if let Err(e) = rt.post(at.node, wire::ATOMIC, &header, operands) {
+                rt.fail(&format!("sending an atomic to rank {}: {e}", at.node), 1);
+            }
+            r
+        });
+        Ok((at, at.outcome(request.wait())?))
+    }
+
+    /// The previous value, from an atomic's reply.
+    fn previous(&self, op: Op, operand: T) -> Result<T, GlobalError> {
+        let (at, reply) = self.atomic(op, &[operand])?;
+        bytemuck::try_pod_read_unaligned(&reply).map_err(|_| {
+            at.error(GlobalErrorKind::Protocol(format!(
+                "{} reply bytes for {}",
+                reply.len(),
+                op.name()
+            )))
+        })
+    }
+
+    /// Adds `v` (wrapping) and returns the previous value.
+    pub fn try_fetch_add(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchAdd, v)
+    }
+
+    /// Subtracts `v` (wrapping) and returns the previous value.
+    pub fn try_fetch_sub(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchSub, v)
+    }
+
+    /// Stores `v` and returns the previous value.
+    pub fn try_swap(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::Swap, v)
+    }
+
+    /// Stores the minimum of the value and `v`; returns the previous value.
+    pub fn try_fetch_min(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchMin, v)
+    }
+
+    /// Stores the maximum of the value and `v`; returns the previous value.
+    pub fn try_fetch_max(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchMax, v)
+    }
+
+    /// Bitwise-ands `v` in and returns the previous value.
+    pub fn try_fetch_and(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchAnd, v)
+    }
+
+    /// Bitwise-ors `v` in and returns the previous value.
+    pub fn try_fetch_or(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchOr, v)
+    }
+
+    /// Bitwise-xors `v` in and returns the previous value.
+    pub fn try_fetch_xor(&self, v: T) -> Result<T, GlobalError> {
+        self.previous(Op::FetchXor, v)
+    }
+
+    /// Stores `new` if the value is `current`. Returns `Ok(previous)` if it
+    /// did, `Err(actual value)` if not (like `AtomicU64::compare_exchange`).
+    pub fn try_compare_exchange(&self, current: T, new: T) -> Result<Result<T, T>, GlobalError> {
+        let (at, reply) = self.atomic(Op::CompareExchange, &[current, new])?;
+        match reply.split_first() {
+            Some((&swapped, old)) if old.len() == elem_size::<T>() => {
+                let old: T = bytemuck::pod_read_unaligned(old);
+                Ok(if swapped == 1 { Ok(old) } else { Err(old) })
+            }
+            _ => Err(at.error(GlobalErrorKind::Protocol(format!(
+                "{} reply bytes for compare_exchange",
+                reply.len()
+            )))),
+        }
+    }
+
+    /// [`try_fetch_add`](Self::try_fetch_add), panicking on failure.
+    #[track_caller]
+    pub fn fetch_add(&self, v: T) -> T {
+        self.try_fetch_add(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_sub`](Self::try_fetch_sub), panicking on failure.
+    #[track_caller]
+    pub fn fetch_sub(&self, v: T) -> T {
+        self.try_fetch_sub(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_swap`](Self::try_swap), panicking on failure.
+    #[track_caller]
+    pub fn swap(&self, v: T) -> T {
+        self.try_swap(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_min`](Self::try_fetch_min), panicking on failure.
+    #[track_caller]
+    pub fn fetch_min(&self, v: T) -> T {
+        self.try_fetch_min(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_max`](Self::try_fetch_max), panicking on failure.
+    #[track_caller]
+    pub fn fetch_max(&self, v: T) -> T {
+        self.try_fetch_max(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_and`](Self::try_fetch_and), panicking on failure.
+    #[track_caller]
+    pub fn fetch_and(&self, v: T) -> T {
+        self.try_fetch_and(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_or`](Self::try_fetch_or), panicking on failure.
+    #[track_caller]
+    pub fn fetch_or(&self, v: T) -> T {
+        self.try_fetch_or(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_fetch_xor`](Self::try_fetch_xor), panicking on failure.
+    #[track_caller]
+    pub fn fetch_xor(&self, v: T) -> T {
+        self.try_fetch_xor(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`try_compare_exchange`](Self::try_compare_exchange), panicking on
+    /// failure to reach the value.
+    #[track_caller]
+    pub fn compare_exchange(&self, current: T, new: T) -> Result<T, T> {
+        self.try_compare_exchange(current, new)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! `handle` ([`GlobalArray`], [`GlobalObject`]), `guard` (the borrow
 //! guards), `ptr` (the pointer and the caller's side of every access),
 //! `owner` (the owner's side: checks, application, deferral), `completion`
-//! (reply cells), `atomic` (the atomic operations), `error`
+//! (reply cells), `atomic` (the atomic operations and methods), `error`
 //! ([`GlobalError`] and its wire form).
 //!
 //! # Model
@@ -49,8 +49,10 @@
 //! # A remote access, step by step
 //!
 //! 1. The caller checks what it can: null pointer, rank in the job. For its
-//!    own rank it performs the access right here, under the same checks,
-//!    and never waits (a conflicting local guard is an error, `Borrowed`).
+//!    own rank it performs the access right here, under the same checks.
+//!    It waits only for a member function running on the region (see
+//!    `region`); a conflicting guard of its own rank, which may be the
+//!    caller's own, is an error (`Borrowed`), as with `RefCell`.
 //! 2. Otherwise it registers a reply cell (not for `nwrite`), sends the
 //!    request and blocks the calling thread on the cell.
 //! 3. The owner's handler checks the request and applies it, or defers it
@@ -61,8 +63,10 @@
 //!
 //! A member function (`#[mttl::remote] fn f(obj: &mut T, ...)`) runs in a
 //! new thread at the owner, which holds the whole region exclusively from
-//! the moment the request is applied until the function returns; the
-//! caller gets its result, its error or its panic.
+//! the moment the request is applied until the function returns (later
+//! messages from the same rank see its effects); the caller gets its
+//! result, its error or its panic. Called on this rank's own memory, it
+//! runs in the calling thread under the same exclusive hold.
 //!
 //! # `nwrite` and fence
 //!
@@ -106,6 +110,10 @@
 //! remote accesses to that region from then on (and every later one from
 //! the same ranks); never hold one across `fence` or a barrier, which wait
 //! for those very writes.
+//!
+//! Memory outlives its registration when it must: the handle's drop only
+//! unregisters the region (later accesses fail as freed); the allocation
+//! goes when the last guard or member function using it is gone.
 
 mod atomic;
 mod completion;

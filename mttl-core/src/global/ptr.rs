@@ -14,7 +14,6 @@ use bincode::{BorrowDecode, Decode, Encode};
 use bytemuck::{Pod, Zeroable};
 use mttl_comm::Rank;
 
-use super::atomic::{AtomicInt, Op};
 use super::completion::Request;
 use super::error::{Fault, GlobalError, GlobalErrorKind};
 use super::region::{elem_size, Exclusive, RegionBuf};
@@ -183,17 +182,17 @@ fn piece_len(elem: usize) -> usize {
 
 /// What one access is about, for its error.
 #[derive(Debug, Clone, Copy)]
-struct Access {
-    node: Rank,
-    region: u32,
-    offset: u64,
-    len: u64,
+pub(super) struct Access {
+    pub(super) node: Rank,
+    pub(super) region: u32,
+    pub(super) offset: u64,
+    pub(super) len: u64,
     op: &'static str,
-    local: bool,
+    pub(super) local: bool,
 }
 
 impl Access {
-    fn error(&self, kind: GlobalErrorKind) -> GlobalError {
+    pub(super) fn error(&self, kind: GlobalErrorKind) -> GlobalError {
         GlobalError {
             rank: self.node,
             region: self.region,
@@ -205,7 +204,7 @@ impl Access {
     }
 
     /// The outcome of a request from its reply.
-    fn outcome(&self, (status, body): (u8, Vec<u8>)) -> Result<Vec<u8>, GlobalError> {
+    pub(super) fn outcome(&self, (status, body): (u8, Vec<u8>)) -> Result<Vec<u8>, GlobalError> {
         match status {
             wire::STATUS_OK => Ok(body),
             wire::STATUS_ERROR => Err(self.error(Fault::decode(&body).kind)),
@@ -222,7 +221,7 @@ impl Access {
     /// function holds the region, waits for it and tries again, checking
     /// the region anew (it may have been freed meanwhile); otherwise fails
     /// with `Borrowed`.
-    fn here<R>(
+    pub(super) fn here<R>(
         &self,
         elem: usize,
         len: Option<u64>,
@@ -291,7 +290,7 @@ impl<T: Pod> GlobalPtr<T> {
     }
 
     /// Checks what can be checked here and says whether the memory is local.
-    fn access(&self, op: &'static str, len: usize) -> Result<Access, GlobalError> {
+    pub(super) fn access(&self, op: &'static str, len: usize) -> Result<Access, GlobalError> {
         let (me, size) = with_rt(|rt| (rt.rank, rt.size));
         let at = Access {
             node: self.node(),
@@ -584,162 +583,6 @@ impl<T: Pod> GlobalPtr<T> {
                 entry.name
             )))
         })
-    }
-}
-
-/// Atomic read-modify-write operations, applied at the owner in one step
-/// (see `atomic`): exact under any contention from any number of ranks and
-/// threads.
-impl<T: AtomicInt> GlobalPtr<T> {
-    fn atomic(&self, op: Op, operands: &[T]) -> Result<(Access, Vec<u8>), GlobalError> {
-        let elem = elem_size::<T>();
-        let at = self.access(op.name(), elem)?;
-        let operands: &[u8] = bytemuck::cast_slice(operands);
-        let code = op.code::<T>();
-        if at.local {
-            let applied = at.here(elem, Some(at.len), |buf, off, len| {
-                buf.with_bytes_mut(off, len, |t| super::atomic::apply(code, t, operands))
-            })?;
-            return applied.map(|reply| (at, reply)).map_err(|k| at.error(k));
-        }
-        let request = with_rt(|rt| {
-            let r = Request::new(rt, at.node, None);
-            let header = HeaderBuf::with_capacity(17)
-                .u32(at.region)
-                .u64(pack_addr(at.offset, elem))
-                .u32(r.slot())
-                .u8(code)
-                .bytes;
-            if let Err(e) = rt.post(at.node, wire::ATOMIC, &header, operands) {
-                rt.fail(&format!("sending an atomic to rank {}: {e}", at.node), 1);
-            }
-            r
-        });
-        Ok((at, at.outcome(request.wait())?))
-    }
-
-    /// The previous value, from an atomic's reply.
-    fn previous(&self, op: Op, operand: T) -> Result<T, GlobalError> {
-        let (at, reply) = self.atomic(op, &[operand])?;
-        bytemuck::try_pod_read_unaligned(&reply).map_err(|_| {
-            at.error(GlobalErrorKind::Protocol(format!(
-                "{} reply bytes for {}",
-                reply.len(),
-                op.name()
-            )))
-        })
-    }
-
-    /// Adds `v` (wrapping) and returns the previous value.
-    pub fn try_fetch_add(&self, v: T) -> Result<T, GlobalError> {
-        self.previous(Op::FetchAdd, v)
-    }
-
-    /// Subtracts `v` (wrapping) and returns the previous value.
-    pub fn try_fetch_sub(&self, v: T) -> Result<T, GlobalError> {
-        self.previous(Op::FetchSub, v)
-    }
-
-    /// Stores `v` and returns the previous value.
-    pub fn try_swap(&self, v: T) -> Result<T, GlobalError> {
-        self.previous(Op::Swap, v)
-    }
-
-    /// Stores the minimum of the value and `v`; returns the previous value.
-    pub fn try_fetch_min(&self, v: T) -> Result<T, GlobalError> {
-        self.previous(Op::FetchMin, v)
-    }
-
-    /// Stores the maximum of the value and `v`; returns the previous value.
-    pub fn try_fetch_max(&self, v: T) -> Result<T, GlobalError> {
-        self.previous(Op::FetchMax, v)
-    }
-
-    /// Bitwise-ands `v` in and returns the previous value.
-    pub fn try_fetch_and(&self, v: T) -> Result<T, GlobalError> {
-        self.previous(Op::FetchAnd, v)
-    }
-
-    /// Bitwise-ors `v` in and returns the previous value.
-    pub fn try_fetch_or(&self, v: T) -> Result<T, GlobalError> {
-        self.previous(Op::FetchOr, v)
-    }
-
-    /// Bitwise-xors `v` in and returns the previous value.
-    pub fn try_fetch_xor(&self, v: T) -> Result<T, GlobalError> {
-        self.previous(Op::FetchXor, v)
-    }
-
-    /// Stores `new` if the value is `current`. Returns `Ok(previous)` if it
-    /// did, `Err(actual value)` if not (like `AtomicU64::compare_exchange`).
-    pub fn try_compare_exchange(&self, current: T, new: T) -> Result<Result<T, T>, GlobalError> {
-        let (at, reply) = self.atomic(Op::CompareExchange, &[current, new])?;
-        match reply.split_first() {
-            Some((&swapped, old)) if old.len() == elem_size::<T>() => {
-                let old: T = bytemuck::pod_read_unaligned(old);
-                Ok(if swapped == 1 { Ok(old) } else { Err(old) })
-            }
-            _ => Err(at.error(GlobalErrorKind::Protocol(format!(
-                "{} reply bytes for compare_exchange",
-                reply.len()
-            )))),
-        }
-    }
-
-    /// [`try_fetch_add`](Self::try_fetch_add), panicking on failure.
-    #[track_caller]
-    pub fn fetch_add(&self, v: T) -> T {
-        self.try_fetch_add(v).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`try_fetch_sub`](Self::try_fetch_sub), panicking on failure.
-    #[track_caller]
-    pub fn fetch_sub(&self, v: T) -> T {
-        self.try_fetch_sub(v).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`try_swap`](Self::try_swap), panicking on failure.
-    #[track_caller]
-    pub fn swap(&self, v: T) -> T {
-        self.try_swap(v).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`try_fetch_min`](Self::try_fetch_min), panicking on failure.
-    #[track_caller]
-    pub fn fetch_min(&self, v: T) -> T {
-        self.try_fetch_min(v).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`try_fetch_max`](Self::try_fetch_max), panicking on failure.
-    #[track_caller]
-    pub fn fetch_max(&self, v: T) -> T {
-        self.try_fetch_max(v).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`try_fetch_and`](Self::try_fetch_and), panicking on failure.
-    #[track_caller]
-    pub fn fetch_and(&self, v: T) -> T {
-        self.try_fetch_and(v).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`try_fetch_or`](Self::try_fetch_or), panicking on failure.
-    #[track_caller]
-    pub fn fetch_or(&self, v: T) -> T {
-        self.try_fetch_or(v).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`try_fetch_xor`](Self::try_fetch_xor), panicking on failure.
-    #[track_caller]
-    pub fn fetch_xor(&self, v: T) -> T {
-        self.try_fetch_xor(v).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`try_compare_exchange`](Self::try_compare_exchange), panicking on
-    /// failure to reach the value.
-    #[track_caller]
-    pub fn compare_exchange(&self, current: T, new: T) -> Result<T, T> {
-        self.try_compare_exchange(current, new)
-            .unwrap_or_else(|e| panic!("{e}"))
     }
 }
 
