@@ -616,6 +616,11 @@ fn errors_reach_the_caller(t: Scenario) {
             "{}",
             panic.message
         );
+        let at = panic.location.expect("the panic's location");
+        assert!(
+            at.file.ends_with("global_memory.rs"),
+            "panicked at {at}, not at the caller"
+        );
         println!("every error reached the caller");
     })
     .assert_success();

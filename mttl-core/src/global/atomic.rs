@@ -17,9 +17,9 @@ use bytemuck::Pod;
 
 use super::completion::Request;
 use super::error::{GlobalError, GlobalErrorKind};
-use super::pack_addr;
 use super::ptr::{Access, GlobalPtr};
 use super::region::elem_size;
+use super::{or_panic, pack_addr};
 use crate::runtime::with_rt;
 use crate::wire::{self, HeaderBuf};
 
@@ -315,57 +315,56 @@ impl<T: AtomicInt> GlobalPtr<T> {
     /// [`try_fetch_add`](Self::try_fetch_add), panicking on failure.
     #[track_caller]
     pub fn fetch_add(&self, v: T) -> T {
-        self.try_fetch_add(v).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_fetch_add(v))
     }
 
     /// [`try_fetch_sub`](Self::try_fetch_sub), panicking on failure.
     #[track_caller]
     pub fn fetch_sub(&self, v: T) -> T {
-        self.try_fetch_sub(v).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_fetch_sub(v))
     }
 
     /// [`try_swap`](Self::try_swap), panicking on failure.
     #[track_caller]
     pub fn swap(&self, v: T) -> T {
-        self.try_swap(v).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_swap(v))
     }
 
     /// [`try_fetch_min`](Self::try_fetch_min), panicking on failure.
     #[track_caller]
     pub fn fetch_min(&self, v: T) -> T {
-        self.try_fetch_min(v).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_fetch_min(v))
     }
 
     /// [`try_fetch_max`](Self::try_fetch_max), panicking on failure.
     #[track_caller]
     pub fn fetch_max(&self, v: T) -> T {
-        self.try_fetch_max(v).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_fetch_max(v))
     }
 
     /// [`try_fetch_and`](Self::try_fetch_and), panicking on failure.
     #[track_caller]
     pub fn fetch_and(&self, v: T) -> T {
-        self.try_fetch_and(v).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_fetch_and(v))
     }
 
     /// [`try_fetch_or`](Self::try_fetch_or), panicking on failure.
     #[track_caller]
     pub fn fetch_or(&self, v: T) -> T {
-        self.try_fetch_or(v).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_fetch_or(v))
     }
 
     /// [`try_fetch_xor`](Self::try_fetch_xor), panicking on failure.
     #[track_caller]
     pub fn fetch_xor(&self, v: T) -> T {
-        self.try_fetch_xor(v).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_fetch_xor(v))
     }
 
     /// [`try_compare_exchange`](Self::try_compare_exchange), panicking on
     /// failure to reach the value.
     #[track_caller]
     pub fn compare_exchange(&self, current: T, new: T) -> Result<T, T> {
-        self.try_compare_exchange(current, new)
-            .unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_compare_exchange(current, new))
     }
 }
 

@@ -18,7 +18,7 @@ use bytemuck::Pod;
 use super::guard::{BorrowError, GlobalRef, GlobalRefMut};
 use super::ptr::GlobalPtr;
 use super::region::{elem_size, RegionBuf};
-use super::MAX_REGION_BYTES;
+use super::{or_panic, MAX_REGION_BYTES};
 use crate::runtime::{self, with_rt};
 
 /// Registers `data` at this rank.
@@ -136,7 +136,7 @@ impl<T: Pod> GlobalArray<T> {
     /// [`try_borrow`](Self::try_borrow)).
     #[track_caller]
     pub fn borrow(&self) -> GlobalRef<'_, [T]> {
-        GlobalRef::whole(&self.buf, true).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(GlobalRef::whole(&self.buf, true))
     }
 
     /// Borrows the elements for reading, if they are not borrowed mutably;
@@ -154,7 +154,7 @@ impl<T: Pod> GlobalArray<T> {
     /// [`try_borrow_mut`](Self::try_borrow_mut)).
     #[track_caller]
     pub fn borrow_mut(&self) -> GlobalRefMut<'_, [T]> {
-        GlobalRefMut::whole(&self.buf, true).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(GlobalRefMut::whole(&self.buf, true))
     }
 
     /// Borrows the elements for writing, if they are not borrowed at all;
@@ -244,7 +244,7 @@ impl<T: Pod> GlobalObject<T> {
     /// [`try_borrow`](Self::try_borrow)).
     #[track_caller]
     pub fn borrow(&self) -> GlobalRef<'_, T> {
-        let whole = GlobalRef::<[T]>::whole(&self.buf, true).unwrap_or_else(|e| panic!("{e}"));
+        let whole = or_panic(GlobalRef::<[T]>::whole(&self.buf, true));
         whole.map_index(0)
     }
 
@@ -263,7 +263,7 @@ impl<T: Pod> GlobalObject<T> {
     /// [`try_borrow_mut`](Self::try_borrow_mut)).
     #[track_caller]
     pub fn borrow_mut(&self) -> GlobalRefMut<'_, T> {
-        let whole = GlobalRefMut::<[T]>::whole(&self.buf, true).unwrap_or_else(|e| panic!("{e}"));
+        let whole = or_panic(GlobalRefMut::<[T]>::whole(&self.buf, true));
         whole.map_index(0)
     }
 

@@ -168,6 +168,16 @@ pub(crate) fn unpack_addr(addr: u64) -> (u64, u64) {
     (addr & MAX_REGION_BYTES, addr >> SIZE_SHIFT)
 }
 
+/// The value, or a panic with the error at the caller's caller (the
+/// panicking variants of the `try_` methods are `#[track_caller]`).
+#[track_caller]
+fn or_panic<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("{e}"),
+    }
+}
+
 /// The global memory of this rank: its regions, the owner's state, and the
 /// `nwrite`s awaiting a fence.
 #[derive(Debug, Default)]
@@ -262,9 +272,7 @@ impl Memory {
 /// at its owner.
 #[track_caller]
 pub fn fence() {
-    if let Err(e) = try_fence() {
-        panic!("{e}");
-    }
+    or_panic(try_fence());
 }
 
 /// Like [`fence`], returning the first failed `nwrite` (as reported by its

@@ -17,7 +17,7 @@ use mttl_comm::Rank;
 use super::completion::Request;
 use super::error::{Fault, GlobalError, GlobalErrorKind};
 use super::region::{elem_size, Exclusive, RegionBuf};
-use super::{pack_addr, MAX_REQUEST};
+use super::{or_panic, pack_addr, MAX_REQUEST};
 use crate::codec;
 use crate::invoke::{self, RemoteMethod};
 use crate::registry::Callable;
@@ -316,7 +316,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// Panics with the [`GlobalError`] of [`try_read`](Self::try_read).
     #[track_caller]
     pub fn read(&self) -> T {
-        self.try_read().unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_read())
     }
 
     /// Reads the pointed-to value, blocking the calling thread.
@@ -333,7 +333,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// Panics with the [`GlobalError`] of [`try_read_slice`](Self::try_read_slice).
     #[track_caller]
     pub fn read_slice(&self, out: &mut [T]) {
-        self.try_read_slice(out).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_read_slice(out))
     }
 
     /// Reads `n` elements starting here.
@@ -393,7 +393,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// Panics with the [`GlobalError`] of [`try_write`](Self::try_write).
     #[track_caller]
     pub fn write(&self, value: T) {
-        self.try_write(value).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_write(value))
     }
 
     /// Writes `value` and waits until the owner has applied it.
@@ -409,7 +409,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// Panics with the [`GlobalError`] of [`try_write_slice`](Self::try_write_slice).
     #[track_caller]
     pub fn write_slice(&self, data: &[T]) {
-        self.try_write_slice(data).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_write_slice(data))
     }
 
     /// Writes `data` to the elements starting here and waits until the
@@ -426,7 +426,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// Panics with the [`GlobalError`] of [`try_nwrite`](Self::try_nwrite).
     #[track_caller]
     pub fn nwrite(&self, value: T) {
-        self.try_nwrite(value).unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_nwrite(value))
     }
 
     /// Writes `value` without waiting. Errors found here (null pointer, no
@@ -444,8 +444,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// Panics with the [`GlobalError`] of [`try_nwrite_slice`](Self::try_nwrite_slice).
     #[track_caller]
     pub fn nwrite_slice(&self, data: &[T]) {
-        self.try_nwrite_slice(data)
-            .unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_nwrite_slice(data))
     }
 
     /// Writes `data` without waiting (see [`try_nwrite`](Self::try_nwrite)).
@@ -510,8 +509,7 @@ impl<T: Pod> GlobalPtr<T> {
         A: Encode + 'static,
         F::Output: Encode + Decode<()>,
     {
-        self.try_invoke(method, args)
-            .unwrap_or_else(|e| panic!("{e}"))
+        or_panic(self.try_invoke(method, args))
     }
 
     /// Like [`invoke`](Self::invoke), returning failures (including a panic
