@@ -33,10 +33,12 @@ use super::report::{Outcome, Variant};
 use crate::npb::cg::{CgComm, CgGrid, CgIteration, CgRank, Exchange};
 use crate::npb::Class;
 
+/// What `cg_init` leaves on its node for `cg_kernel`: the process's share
+/// of CG, its landing array and the array's stride.
+type Node = (CgRank, GlobalArray<f64>, usize);
+
 thread_local! {
-    /// What `cg_init` leaves on its node for `cg_kernel`: the process's
-    /// share of CG, its landing array and the array's stride.
-    static NODE: RefCell<Option<(CgRank, GlobalArray<f64>, usize)>> = const { RefCell::new(None) };
+    static NODE: RefCell<Option<Node>> = const { RefCell::new(None) };
 }
 
 /// CG's communication on mttl.
@@ -100,10 +102,7 @@ fn slots(grid: &CgGrid) -> usize {
 #[mttl::remote]
 fn cg_init(class: char) -> (GlobalPtr<f64>, f64) {
     let t0 = Instant::now();
-    let class: Class = class
-        .to_string()
-        .parse()
-        .expect("node 0 sends a class letter");
+    let class: Class = class.to_string().parse().expect("a class letter");
     let rank =
         CgRank::new(class.cg(), mttl::size(), mttl::rank()).expect("node 0 checked the grid");
     let stride = mttl::allreduce_max(rank.grid().max_exchange_len()) + 1;

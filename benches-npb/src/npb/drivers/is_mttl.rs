@@ -30,10 +30,12 @@ use crate::npb::class::IS_ITERATIONS;
 use crate::npb::is::{check_procs, key_buffer_len, IsComm, IsRank};
 use crate::npb::Class;
 
+/// What `is_init` leaves on its node for `is_kernel`: the process's share
+/// of IS, its landing array and its boundary key's slot.
+type Node = (IsRank, GlobalArray<i32>, GlobalObject<i32>);
+
 thread_local! {
-    /// What `is_init` leaves on its node for `is_kernel`: the process's
-    /// share of IS, its landing array and its boundary key's slot.
-    static NODE: RefCell<Option<(IsRank, GlobalArray<i32>, GlobalObject<i32>)>> = const { RefCell::new(None) };
+    static NODE: RefCell<Option<Node>> = const { RefCell::new(None) };
 }
 
 /// IS's communication on mttl.
@@ -112,10 +114,7 @@ impl IsComm for MttlIs<'_> {
 #[mttl::remote]
 fn is_init(class: char) -> (GlobalPtr<i32>, f64) {
     let t0 = Instant::now();
-    let class: Class = class
-        .to_string()
-        .parse()
-        .expect("node 0 sends a class letter");
+    let class: Class = class.to_string().parse().expect("a class letter");
     let params = class.is().expect("node 0 checked the class");
     let rank = IsRank::new(params, mttl::size(), mttl::rank()).expect("node 0 checked the size");
     let landing = GlobalArray::new(key_buffer_len(&params, mttl::size()));
