@@ -27,7 +27,7 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// Integers that [`GlobalPtr`](super::GlobalPtr) atomics work on: `u32`,
+/// Integers that [`GlobalPtr`] atomics work on: `u32`,
 /// `u64`, `i32` and `i64`.
 pub trait AtomicInt: Pod + Eq + sealed::Sealed {
     /// The type's code in the `op` byte.

@@ -38,6 +38,13 @@ pub struct BorrowError {
 /// A shared borrow of global memory (`[T]` of a [`GlobalArray`](super::GlobalArray), `T` of a
 /// [`GlobalObject`](super::GlobalObject)). While it lives, remote writes to the region wait at
 /// this rank (they are deferred, never applied under the borrow).
+///
+/// Guards stay on their OS thread, like the memory's borrow state:
+///
+/// ```compile_fail
+/// fn assert_send<T: Send>() {}
+/// assert_send::<mttl_core::GlobalRef<'static, [u64]>>();
+/// ```
 pub struct GlobalRef<'a, U: ?Sized> {
     value: NonNull<U>,
     buf: &'a RegionBuf,

@@ -45,6 +45,24 @@ use crate::wire::{self, HeaderBuf};
 /// which may be the caller's own, makes them fail with
 /// [`GlobalErrorKind::Borrowed`], as with `RefCell`. Remote accesses block
 /// only the calling mttl thread.
+///
+/// ```
+/// use mttl_core::{GlobalArray, GlobalErrorKind, GlobalPtr};
+///
+/// let code = mttl_core::start(|| {
+///     let a = GlobalArray::<u64>::from_vec(vec![1, 2, 3]);
+///     let p: GlobalPtr<u64> = a.ptr(1);
+///     assert_eq!(p.read(), 2);
+///     p.add(1).write(30);
+///     p.nwrite(20);
+///     mttl_core::fence();
+///     assert_eq!(a.to_vec(), vec![1, 20, 30]);
+///     assert_eq!(p.fetch_add(5), 20);
+///     assert_eq!(p.add(2).try_read().unwrap_err().kind,
+///                GlobalErrorKind::OutOfBounds { region_len: 24 });
+/// });
+/// assert_eq!(code, 0);
+/// ```
 #[repr(C)]
 pub struct GlobalPtr<T> {
     node: u32,
