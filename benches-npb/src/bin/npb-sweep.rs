@@ -1,0 +1,441 @@
+//! `npb-sweep`: runs `npb` over kernels × classes × ranks × variants ×
+//! backends, keeps the best of K runs of each, and writes a CSV, a summary
+//! with the ratios between the variants, and one SVG plot per kernel and
+//! class.
+//!
+//! ```text
+//! npb-sweep --kernels cg,is --classes A,B --ranks 1,2 --reps 3 --out sweep
+//! ```
+//!
+//! One invocation, step by step:
+//!
+//! 1. Build the list of configurations, leaving out those that cannot run:
+//!    the `mpi` variant on TCP, MPI in a build without the cargo feature
+//!    `mpi`, and process counts NPB does not allow for the class.
+//! 2. For each of the K sweeps, run every configuration once as
+//!    `npb KERNEL --class C -n N --variant V --backend B --json` (the `npb`
+//!    beside this program), in an order rotated by one per sweep so that no
+//!    configuration always runs first on a shared machine. A progress line
+//!    on stderr names each run and its time. A run that fails or does not
+//!    verify is recorded as such and the sweep goes on.
+//! 3. Keep, per configuration, the best (shortest) verified time; write
+//!    `OUT/npb-sweep.csv`, print the summary (times and the ratios
+//!    mttl-on-MPI ÷ mpi-on-MPI and mttl-on-TCP ÷ mttl-on-MPI), and draw
+//!    `OUT/KERNEL-CLASS.svg`: time against processes, one line per variant
+//!    and backend.
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use benches_npb::npb::cg::CgGrid;
+use benches_npb::npb::drivers::{Kernel, Variant};
+use benches_npb::npb::is::check_procs;
+use benches_npb::npb::Class;
+use clap::Parser;
+use mttl::comm::launch::BackendKind;
+use plotters::prelude::*;
+
+/// Sweep `npb` over configurations and keep the best of K runs of each.
+#[derive(Debug, Parser)]
+#[command(name = "npb-sweep", version, about)]
+struct Cli {
+    /// Kernels, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "cg,is")]
+    kernels: Vec<Kernel>,
+    /// Classes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "S,W")]
+    classes: Vec<Class>,
+    /// Process counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    ranks: Vec<usize>,
+    /// Variants, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "mttl,mpi")]
+    variants: Vec<Variant>,
+    /// Backends, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "tcp,mpi")]
+    backends: Vec<BackendKind>,
+    /// Runs of each configuration; the best is kept.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    reps: u32,
+    /// Directory for the CSV and the plots.
+    #[arg(long, default_value = "npb-sweep")]
+    out: PathBuf,
+    /// The `npb` program [default: the one beside this program].
+    #[arg(long)]
+    npb: Option<PathBuf>,
+}
+
+/// One configuration and what its runs gave.
+#[derive(Debug, Clone)]
+struct Config {
+    kernel: Kernel,
+    class: Class,
+    nprocs: usize,
+    variant: Variant,
+    backend: BackendKind,
+    /// Seconds of each verified run.
+    times: Vec<f64>,
+    /// Mop/s of the best run.
+    mops: f64,
+    /// Runs that failed or did not verify.
+    failures: u32,
+}
+
+impl Config {
+    fn label(&self) -> String {
+        format!("{} on {}", self.variant, self.backend)
+    }
+
+    fn best(&self) -> Option<f64> {
+        self.times.iter().copied().reduce(f64::min)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match sweep(&cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("npb-sweep: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Step 1: the configurations that can run.
+fn configurations(cli: &Cli) -> Vec<Config> {
+    let mut configs = Vec::new();
+    for &kernel in &cli.kernels {
+        for &class in &cli.classes {
+            for &nprocs in &cli.ranks {
+                let allowed = match kernel {
+                    Kernel::Cg => CgGrid::new(class.cg().na, nprocs, 0).is_ok(),
+                    Kernel::Is => class.is().is_ok_and(|p| check_procs(&p, nprocs).is_ok()),
+                };
+                for &variant in &cli.variants {
+                    for &backend in &cli.backends {
+                        let runs = (variant, backend) != (Variant::Mpi, BackendKind::Tcp)
+                            && (backend == BackendKind::Tcp || cfg!(feature = "mpi"));
+                        if allowed && runs {
+                            configs.push(Config {
+                                kernel,
+                                class,
+                                nprocs,
+                                variant,
+                                backend,
+                                times: Vec::new(),
+                                mops: 0.0,
+                                failures: 0,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    configs
+}
+
+/// Steps 1-3; returns whether every run verified.
+fn sweep(cli: &Cli) -> Result<bool, String> {
+    let npb = match &cli.npb {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find this program: {e}"))?
+            .with_file_name("npb"),
+    };
+    let mut configs = configurations(cli);
+    if configs.is_empty() {
+        return Err("no configuration can run (see --help)".into());
+    }
+    std::fs::create_dir_all(&cli.out)
+        .map_err(|e| format!("cannot create {}: {e}", cli.out.display()))?;
+    let total = configs.len() * cli.reps as usize;
+    let mut done = 0;
+    let progress = Progress::new();
+    for rep in 0..cli.reps as usize {
+        let n = configs.len();
+        for k in 0..n {
+            let c = &mut configs[(k + rep) % n];
+            done += 1;
+            let what = format!(
+                "[{done:>3}/{total}] {} {} -n {} {} (run {}/{})",
+                c.kernel.name(),
+                c.class,
+                c.nprocs,
+                c.label(),
+                rep + 1,
+                cli.reps
+            );
+            progress.show(&format!("{what} ..."));
+            match run_once(&npb, c) {
+                Ok((seconds, mops)) => {
+                    if c.best().is_none_or(|b| seconds < b) {
+                        c.mops = mops;
+                    }
+                    c.times.push(seconds);
+                    progress.show(&format!("{what} {seconds:.3} s"));
+                }
+                Err(e) => {
+                    c.failures += 1;
+                    progress.done(&format!("{what} FAILED: {e}"));
+                }
+            }
+        }
+    }
+    progress.done("");
+    let csv = cli.out.join("npb-sweep.csv");
+    std::fs::write(&csv, to_csv(&configs))
+        .map_err(|e| format!("cannot write {}: {e}", csv.display()))?;
+    print!("{}", summary(&configs));
+    println!("\nCSV: {}", csv.display());
+    for plot in plot_all(&configs, &cli.out)? {
+        println!("plot: {}", plot.display());
+    }
+    Ok(configs.iter().all(|c| c.failures == 0))
+}
+
+/// Runs `npb` once for `c` and returns its time and Mop/s (step 2).
+fn run_once(npb: &Path, c: &Config) -> Result<(f64, f64), String> {
+    let out = Command::new(npb)
+        .args([
+            c.kernel.name().to_lowercase().as_str(),
+            "--class",
+            &c.class.to_string(),
+            "-n",
+            &c.nprocs.to_string(),
+            "--variant",
+            c.variant.name(),
+            "--backend",
+            &c.backend.to_string(),
+            "--json",
+        ])
+        .env_remove("MTTL_NP")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", npb.display()))?;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|_| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        format!("{}: {}", out.status, stderr.lines().last().unwrap_or(""))
+    })?;
+    if report["verified"] != true {
+        return Err("verification failed".into());
+    }
+    let number = |key: &str| {
+        report[key]
+            .as_f64()
+            .ok_or_else(|| format!("no {key} in npb's JSON"))
+    };
+    Ok((number("seconds")?, number("mops")?))
+}
+
+/// The progress line: rewritten in place on a terminal, one line per run
+/// otherwise.
+struct Progress {
+    terminal: bool,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            terminal: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn show(&self, line: &str) {
+        let mut err = std::io::stderr().lock();
+        if self.terminal {
+            let _ = write!(err, "\r\x1b[2K{line}");
+        } else if !line.ends_with("...") {
+            let _ = writeln!(err, "{line}");
+        }
+        let _ = err.flush();
+    }
+
+    fn done(&self, line: &str) {
+        let mut err = std::io::stderr().lock();
+        if self.terminal {
+            let _ = writeln!(err, "\r\x1b[2K{line}");
+        } else if !line.is_empty() {
+            let _ = writeln!(err, "{line}");
+        }
+    }
+}
+
+fn to_csv(configs: &[Config]) -> String {
+    let mut out =
+        String::from("kernel,class,nprocs,variant,backend,runs,failures,best_seconds,mops\n");
+    for c in configs {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{:.2}",
+            c.kernel.name(),
+            c.class,
+            c.nprocs,
+            c.variant,
+            c.backend,
+            c.times.len(),
+            c.failures,
+            c.best().map_or(String::new(), |b| format!("{b:.4}")),
+            c.mops
+        );
+    }
+    out
+}
+
+/// The best time of one configuration, if it ran.
+fn best_of(
+    configs: &[Config],
+    key: (Kernel, Class, usize),
+    variant: Variant,
+    backend: BackendKind,
+) -> Option<f64> {
+    configs
+        .iter()
+        .find(|c| {
+            (c.kernel, c.class, c.nprocs) == key && c.variant == variant && c.backend == backend
+        })
+        .and_then(Config::best)
+}
+
+/// Step 3's table: best times and the ratios between the variants.
+fn summary(configs: &[Config]) -> String {
+    let mut keys: Vec<(Kernel, Class, usize)> = Vec::new();
+    for c in configs {
+        if !keys.contains(&(c.kernel, c.class, c.nprocs)) {
+            keys.push((c.kernel, c.class, c.nprocs));
+        }
+    }
+    let cell = |t: Option<f64>| t.map_or("-".to_owned(), |t| format!("{t:.3}"));
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{:.3}", a / b),
+        _ => "-".to_owned(),
+    };
+    let mut out = String::from(
+        "\nBest time in seconds (\"Time in seconds\", slowest process) of each configuration\n\n",
+    );
+    let _ = writeln!(
+        out,
+        "kernel class procs  mpi/mpi  mttl/mpi  mttl/tcp  mttl÷mpi (MPI)  tcp÷mpi (mttl)"
+    );
+    for key in keys {
+        let mpi = best_of(configs, key, Variant::Mpi, BackendKind::Mpi);
+        let mttl_mpi = best_of(configs, key, Variant::Mttl, BackendKind::Mpi);
+        let mttl_tcp = best_of(configs, key, Variant::Mttl, BackendKind::Tcp);
+        let _ = writeln!(
+            out,
+            "{:<6} {:<5} {:>5} {:>8} {:>9} {:>9} {:>15} {:>15}",
+            key.0.name(),
+            key.1,
+            key.2,
+            cell(mpi),
+            cell(mttl_mpi),
+            cell(mttl_tcp),
+            ratio(mttl_mpi, mpi),
+            ratio(mttl_tcp, mttl_mpi)
+        );
+    }
+    let failed: u32 = configs.iter().map(|c| c.failures).sum();
+    if failed > 0 {
+        let _ = writeln!(out, "\n{failed} runs failed or did not verify (see above).");
+    }
+    out
+}
+
+/// Draws one plot per kernel and class; returns their paths.
+fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut groups: Vec<(Kernel, Class)> = Vec::new();
+    for c in configs {
+        if !groups.contains(&(c.kernel, c.class)) {
+            groups.push((c.kernel, c.class));
+        }
+    }
+    let mut paths = Vec::new();
+    for (kernel, class) in groups {
+        let path = dir.join(format!("{}-{class}.svg", kernel.name().to_lowercase()));
+        let group: Vec<&Config> = configs
+            .iter()
+            .filter(|c| c.kernel == kernel && c.class == class)
+            .collect();
+        plot(&path, kernel, class, &group)
+            .map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+/// Time against processes (both log2), one line per variant and backend.
+fn plot(
+    path: &Path,
+    kernel: Kernel,
+    class: Class,
+    group: &[&Config],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let points = |label: &str| -> Vec<(f64, f64)> {
+        let mut p: Vec<(f64, f64)> = group
+            .iter()
+            .filter(|c| c.label() == label)
+            .filter_map(|c| c.best().map(|t| (c.nprocs as f64, t)))
+            .collect();
+        p.sort_by(|a, b| a.0.total_cmp(&b.0));
+        p
+    };
+    let mut labels: Vec<String> = Vec::new();
+    for c in group {
+        if !labels.contains(&c.label()) {
+            labels.push(c.label());
+        }
+    }
+    let all: Vec<(f64, f64)> = labels.iter().flat_map(|l| points(l)).collect();
+    let (x_max, y_max) = all
+        .iter()
+        .fold((1.0f64, 0.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
+    let y_min = all.iter().map(|p| p.1).fold(y_max, f64::min);
+
+    let root = SVGBackend::new(path, (720, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "NPB {} class {class}: time in seconds (best run)",
+                kernel.name()
+            ),
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(
+            (0.8f64..x_max * 1.25).log_scale(),
+            (y_min.max(1e-4) * 0.8..y_max.max(1e-4) * 1.25).log_scale(),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("processes")
+        .y_desc("seconds")
+        .draw()?;
+    for (i, label) in labels.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let series = points(label);
+        chart
+            .draw_series(LineSeries::new(series.clone(), color.stroke_width(2)))?
+            .label(label.as_str())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart.draw_series(
+            series
+                .into_iter()
+                .map(|p| Circle::new(p, 4, color.filled())),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
