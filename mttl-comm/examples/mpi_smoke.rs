@@ -51,11 +51,19 @@ mod checks {
         if std::env::args().nth(1).as_deref() == Some("bench") {
             bench(&mut comm);
         } else {
-            let phases: [(&str, Phase); 8] = [
+            let phases: [(&str, Phase); 10] = [
                 ("self-sends", self_sends),
                 ("ping-pong 0 B..16 MiB with probe", ping_pong),
                 ("crossing large sends", crossing_large),
                 ("many outstanding nsends", many_nsends),
+                (
+                    "large nsends to all, completed by send_done alone",
+                    nsend_wait_then_receive,
+                ),
+                (
+                    "a receive waits while a large send to it waits",
+                    waiting_cycle,
+                ),
                 ("errors", errors),
                 ("timeouts", timeouts),
                 ("all-to-all", all_to_all),
@@ -312,6 +320,63 @@ mod checks {
                     .expect("recv_from");
                 expect_message(comm, got, 0, i as u32, i as u64, len_of(i));
             }
+        }
+    }
+
+    /// Every rank nsends 1 MiB to every other rank and waits for all its
+    /// sends before receiving anything: only `send_done`'s draining lets the
+    /// large messages move.
+    fn nsend_wait_then_receive(comm: &mut MpiComm) {
+        let (me, size) = (comm.rank(), comm.size());
+        let len = 1 << 20;
+        let handles: Vec<SendHandle> = (0..size)
+            .filter(|&to| to != me)
+            .map(|to| {
+                comm.nsend(to, 600, pattern((me * 100 + to) as u64, len))
+                    .expect("nsend")
+            })
+            .collect();
+        wait_all(comm, &handles);
+        for from in (0..size).filter(|&from| from != me) {
+            let got = comm
+                .recv_from(from, Some(Duration::from_secs(60)))
+                .expect("recv_from");
+            expect_message(comm, got, from, 600, (from * 100 + me) as u64, len);
+        }
+    }
+
+    /// Rank 0 sends 1 MiB to rank 1, then tells rank 2; rank 2 then tells
+    /// rank 1, which waits for rank 2 before it takes rank 0's message. Rank
+    /// 1's wait must drain rank 0's message, or all three wait for ever.
+    fn waiting_cycle(comm: &mut MpiComm) {
+        if comm.size() < 3 {
+            return;
+        }
+        let limit = Some(Duration::from_secs(30));
+        let big = 1 << 20;
+        match comm.rank() {
+            0 => {
+                comm.send(1, 700, &pattern(700, big)).expect("send");
+                comm.send(2, 701, b"go").expect("send");
+            }
+            1 => {
+                let go = comm.recv_from(2, limit).expect("recv_from");
+                assert!(
+                    go.is_some(),
+                    "rank 1: rank 2 never spoke: the large message was not drained"
+                );
+                let got = comm.recv_from(0, limit).expect("recv_from");
+                expect_message(comm, got, 0, 700, 700, big);
+            }
+            2 => {
+                let go = comm.recv_from(0, limit).expect("recv_from");
+                assert!(
+                    go.is_some_and(|m| m.tag == 701),
+                    "rank 2: no go from rank 0"
+                );
+                comm.send(1, 702, b"done").expect("send");
+            }
+            _ => {}
         }
     }
 

@@ -9,23 +9,28 @@
 //! that sits a little local state:
 //!
 //! - the **inbox** (`inbox.rs`): messages already taken out of MPI, in arrival
-//!   order (drained while a large send or `finish` waited, or sent to self).
-//!   Probes and receives serve it before MPI;
+//!   order: drained while this rank waited for something else
+//!   (`progress.rs`), or sent to itself. Probes and receives serve it first;
 //! - the **peeked envelope**: what the last `probe` found in MPI, so the
 //!   receive that follows takes exactly that message without probing again;
 //! - the **in-flight sends** (`sends.rs`): per destination, the requests and
 //!   owned buffers of `nsend`s not yet seen complete.
 //!
-//! | primitive   | MPI                                                                  |
-//! |-------------|----------------------------------------------------------------------|
-//! | `init`      | `MPI_Init_thread(FUNNELED)`, `Comm_rank/size`, errors set to return  |
-//! | `finish`    | `MPI_Test` every in-flight send (draining meanwhile), `MPI_Finalize` |
-//! | `probe`     | inbox, else `MPI_Iprobe(ANY_SOURCE, ANY_TAG)`                        |
-//! | `send`      | `MPI_Send` up to [`EAGER_MAX`] bytes, else `MPI_Isend` + `MPI_Test`  |
-//! | `nsend`     | `MPI_Isend` owning the buffer                                        |
-//! | `send_done` | `MPI_Test`                                                           |
-//! | `recv_from` | inbox, else `MPI_Iprobe(src, ANY_TAG)` loop, `MPI_Recv(src, tag)`    |
-//! | `recv_any`  | inbox, else `MPI_Iprobe(ANY_SOURCE, ANY_TAG)` loop, `MPI_Recv`       |
+//! | primitive   | MPI                                                                    |
+//! |-------------|------------------------------------------------------------------------|
+//! | `init`      | `MPI_Init_thread(FUNNELED)`, `Comm_rank/size`, errors set to return    |
+//! | `finish`    | `MPI_Test` every in-flight send (draining meanwhile), `MPI_Finalize`   |
+//! | `probe`     | inbox, else `MPI_Iprobe(ANY_SOURCE, ANY_TAG)`                          |
+//! | `send`      | `MPI_Send` up to [`EAGER_MAX`] bytes, else `MPI_Isend` + `MPI_Test`    |
+//! | `nsend`     | `MPI_Isend` owning the buffer                                          |
+//! | `send_done` | `MPI_Test` (and one drain while in flight)                             |
+//! | `recv_from` | inbox, else `MPI_Iprobe(src, ANY_TAG)` loop, `MPI_Recv(src, tag)`      |
+//! | `recv_any`  | inbox, else `MPI_Iprobe(ANY_SOURCE, ANY_TAG)` loop, `MPI_Recv`         |
+//!
+//! A drain is `MPI_Iprobe(ANY_SOURCE, ANY_TAG)` and, if a message waits,
+//! `MPI_Recv` of it into the inbox. Every primitive that waits drains (see
+//! `progress.rs`), so a large message, which MPI moves only once it is
+//! matched, never waits on a rank that is busy waiting for something else.
 //!
 //! ## `send`, step by step
 //!
@@ -34,28 +39,28 @@
 //! 2. Up to [`EAGER_MAX`] bytes: `MPI_Send`. Every MPI sends such messages
 //!    eagerly: the call needs the receiver's progress at most, never its
 //!    matching receive, so two ranks sending to each other cannot deadlock.
-//! 3. Larger: `MPI_Isend`, then until `MPI_Test` reports it complete, move one
-//!    incoming message (if any) from MPI into the inbox, or back off
-//!    (`wait.rs`; the spin is stretched by the time the copy should take). Two ranks sending large messages to each other both drain,
-//!    so both sends complete (the contract's progress rule).
+//! 3. Larger: `MPI_Isend`, then until `MPI_Test` reports it complete, drain
+//!    one message or back off (`wait.rs`; the spin is stretched by the time
+//!    the copy should take). Two ranks sending large messages to each other
+//!    both drain, so both sends complete.
 //!
 //! ## Receive, step by step
 //!
-//! 1. `recv_any` takes the inbox's oldest message (and moves one message from
-//!    MPI into the inbox behind it, so a busy inbox cannot starve MPI);
-//!    `recv_from` takes the oldest one from its source.
-//! 2. Otherwise poll: the peeked envelope if it fits, else `MPI_Iprobe`;
-//!    spin for `MTTL_SPIN_US` (by default at least twice what a nap really
-//!    takes, see `wait.rs`), then park in growing naps until a message or
-//!    the timeout.
+//! 1. `recv_any` takes the inbox's oldest message (and drains one more
+//!    behind it, so a busy inbox cannot starve MPI); `recv_from` takes the
+//!    oldest one from its source.
+//! 2. Otherwise poll: the peeked envelope if it fits, else `MPI_Iprobe`
+//!    (`recv_from` also drains other senders every few polls). Spin for
+//!    `MTTL_SPIN_US` (by default at least twice what a nap really takes, see
+//!    `wait.rs`), then park in growing naps until a message or the timeout.
 //! 3. `MPI_Recv(probed source, probed tag)` into a `Vec` of the probed size:
 //!    being the first message from that source, it is the probed one.
 //!
 //! ## `finish`, step by step
 //!
-//! 1. Test every in-flight send, draining incoming messages into the inbox
-//!    meanwhile (a peer may be waiting for us to take its large message
-//!    before it takes ours), until none is in flight.
+//! 1. Test every in-flight send, draining meanwhile (a peer may be waiting
+//!    for this rank to take its large message before it takes ours), until
+//!    none is in flight.
 //! 2. Drop the rsmpi `Universe`: `MPI_Finalize`.
 //!
 //! Dropping an `MpiComm` without `finish` (an early return, a panic) does
@@ -81,6 +86,7 @@
 
 mod inbox;
 mod launcher;
+mod progress;
 mod raw;
 mod sends;
 mod wait;
@@ -94,9 +100,8 @@ use mpi::environment::{Threading, Universe};
 
 use self::inbox::Inbox;
 use self::launcher::LauncherVars;
-use self::raw::{MpiCode, Probed, Request, World, MAX_TAG};
+use self::raw::{MpiCode, Probed, World, MAX_TAG};
 use self::sends::{PendingSends, SendState};
-use self::wait::Backoff;
 use crate::comm::{Comm, Envelope, Message, Rank, SendHandle, Tag};
 use crate::env;
 use crate::error::{CommError, ErrorKind, Op};
@@ -214,152 +219,6 @@ impl MpiComm {
                  carries (MPI_TAG_UB); use tags 0..={MAX_TAG} with the MPI backend"
             )),
         )
-    }
-
-    /// The next message waiting in MPI from `source` (`None`: any source):
-    /// the peeked one if it fits, else whatever `MPI_Iprobe` finds. The
-    /// caller must receive what this returns.
-    #[inline]
-    fn poll_mpi(&mut self, source: Option<c_int>) -> Result<Option<Probed>, MpiCode> {
-        if let Some(peeked) = self.peeked {
-            if source.is_none_or(|s| s == peeked.source) {
-                self.peeked = None;
-                return Ok(Some(peeked));
-            }
-        }
-        // A peeked message from another source stays valid: receiving from
-        // `source` does not take messages of other senders.
-        self.world.iprobe(source)
-    }
-
-    /// Receives the probed message from MPI.
-    #[inline]
-    fn take_mpi(&self, op: Op, probed: Probed) -> Result<Message, CommError> {
-        let data = self
-            .world
-            .recv(probed)
-            .map_err(|code| self.mpi_error(op, code))?;
-        Ok(Message {
-            // Ranks and tags MPI reports are non-negative `int`s.
-            source: probed.source as Rank,
-            tag: probed.tag as Tag,
-            data,
-        })
-    }
-
-    /// Moves one message waiting in MPI (if any) into the inbox; returns
-    /// whether there was one.
-    fn drain_one(&mut self, op: Op) -> Result<bool, CommError> {
-        match self.poll_mpi(None) {
-            Ok(Some(probed)) => {
-                let message = self.take_mpi(op, probed)?;
-                self.inbox.push(message);
-                Ok(true)
-            }
-            Ok(None) => Ok(false),
-            Err(code) => Err(self.mpi_error(op, code)),
-        }
-    }
-
-    /// Frees every completed in-flight send; returns whether none is left.
-    fn reap_all(&mut self, op: Op) -> Result<bool, CommError> {
-        self.sends.reap_all(&self.world).map_err(|(dest, code)| {
-            self.error(
-                op,
-                ErrorKind::Mpi(format!("test of a send to rank {dest}: {code}")),
-            )
-        })
-    }
-
-    /// Polls MPI for a message from `source` (`None`: any) until one comes
-    /// or `timeout` passes, spinning then parking.
-    fn wait_mpi(
-        &mut self,
-        op: Op,
-        source: Option<c_int>,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Message>, CommError> {
-        let mut backoff = Backoff::new(self.spin, timeout);
-        loop {
-            match self.poll_mpi(source) {
-                Ok(Some(probed)) => return self.take_mpi(op, probed).map(Some),
-                Ok(None) => {}
-                Err(code) => return Err(self.mpi_error(op, code)),
-            }
-            if backoff.parked() {
-                self.reap_all(op)?;
-            }
-            if !backoff.idle() {
-                return Ok(None);
-            }
-        }
-    }
-
-    /// Step 3 of `send`: `MPI_Isend` of the borrowed `data`, draining
-    /// incoming messages into the inbox until `MPI_Test` reports it done.
-    fn send_large(
-        &mut self,
-        op: Op,
-        dest: c_int,
-        tag: c_int,
-        len: c_int,
-        data: &[u8],
-    ) -> Result<(), CommError> {
-        // SAFETY: `data` is borrowed for this whole function, and the
-        // function returns only once the send is over: `MPI_Test` reported it
-        // complete, or reported an error, after which MPI has finished with
-        // the request (it completed with that error).
-        let mut request = unsafe { self.world.isend(dest, tag, data.as_ptr(), len) }
-            .map_err(|code| self.mpi_error(op, code))?;
-        // While the receiver copies the message this rank only waits for the
-        // end, so it spins for about as long as the copy takes before parking
-        // (a nap would delay the receiver's next step, e.g. its reply).
-        let spin = self.spin + wait::transfer_time(data.len());
-        let mut backoff = Backoff::new(spin, None);
-        loop {
-            match self.world.test(&mut request) {
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
-                Err(code) => return Err(self.mpi_error(op, code)),
-            }
-            match self.drain_one(op) {
-                Ok(true) => backoff = Backoff::new(spin, None),
-                Ok(false) => {
-                    if backoff.parked() {
-                        self.reap_all(op)?;
-                    }
-                    backoff.idle();
-                }
-                Err(error) => {
-                    self.wait_without_draining(&mut request);
-                    return Err(error);
-                }
-            }
-        }
-    }
-
-    /// Waits out a send whose buffer must not be released before it ends,
-    /// after draining failed: tests until it completes or fails.
-    #[cold]
-    fn wait_without_draining(&self, request: &mut Request) {
-        let mut backoff = Backoff::new(self.spin, None);
-        while let Ok(false) = self.world.test(request) {
-            backoff.idle();
-        }
-    }
-
-    /// Step 1 of `finish`: completes every in-flight send, draining incoming
-    /// messages into the inbox meanwhile.
-    fn complete_sends(&mut self) -> Result<(), CommError> {
-        let mut backoff = Backoff::new(self.spin, None);
-        while !self.reap_all(Op::Finish)? {
-            if self.drain_one(Op::Finish)? {
-                backoff = Backoff::new(self.spin, None);
-            } else {
-                backoff.idle();
-            }
-        }
-        Ok(())
     }
 
     /// Leaves MPI unfinalised so the launcher ends the job (see the module
@@ -529,7 +388,12 @@ impl Comm for MpiComm {
         let world = self.world;
         match self.sends.test(&world, handle.dest, handle.seq) {
             Ok(SendState::Done) => Ok(true),
-            Ok(SendState::InFlight) => Ok(false),
+            Ok(SendState::InFlight) => {
+                // Progress in both directions: a peer may wait for this
+                // rank to take its large message before it takes ours.
+                self.drain_one(op)?;
+                Ok(false)
+            }
             Ok(SendState::NeverStarted { started }) => Err(self.error(
                 op,
                 ErrorKind::Mpi(format!(

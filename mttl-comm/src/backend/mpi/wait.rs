@@ -68,12 +68,16 @@ pub(super) fn transfer_time(len: usize) -> Duration {
 }
 
 /// Paces one blocking wait: call [`idle`](Backoff::idle) after each poll that
-/// found nothing.
+/// found nothing, [`progressed`](Backoff::progressed) after one that found
+/// something other than what the wait is for.
 #[derive(Debug)]
 pub(super) struct Backoff {
     spin: Duration,
     timeout: Option<Duration>,
+    /// When the wait began (read lazily), for the timeout.
     started: Option<Instant>,
+    /// When the current spinning phase began (read lazily).
+    spin_started: Option<Instant>,
     /// Zero while spinning; the next nap once parked.
     nap: Duration,
     misses: u32,
@@ -88,6 +92,7 @@ impl Backoff {
             spin,
             timeout,
             started: None,
+            spin_started: None,
             nap: Duration::ZERO,
             misses: 0,
         }
@@ -113,19 +118,18 @@ impl Backoff {
                 return true;
             }
             let now = Instant::now();
-            let elapsed = now - *self.started.get_or_insert(now);
-            if self.timeout.is_some_and(|t| elapsed >= t) {
+            if self.timed_out(now) {
                 return false;
             }
-            if elapsed < self.spin {
+            if now - *self.spin_started.get_or_insert(now) < self.spin {
                 return true;
             }
             self.nap = FIRST_NAP;
         }
         let now = Instant::now();
-        let elapsed = now - *self.started.get_or_insert(now);
         let mut nap = self.nap;
         if let Some(timeout) = self.timeout {
+            let elapsed = now - *self.started.get_or_insert(now);
             match timeout.checked_sub(elapsed) {
                 Some(left) if !left.is_zero() => nap = nap.min(left),
                 _ => return false,
@@ -134,6 +138,24 @@ impl Backoff {
         std::thread::sleep(nap);
         self.nap = (self.nap * 2).min(MAX_NAP);
         true
+    }
+
+    /// After a poll that found traffic other than what the wait is for:
+    /// spin again from now, as traffic tends to come in bursts. Returns
+    /// `false` if the timeout has passed.
+    pub(super) fn progressed(&mut self) -> bool {
+        self.nap = Duration::ZERO;
+        self.spin_started = None;
+        self.misses = 0;
+        self.timeout.is_none() || !self.timed_out(Instant::now())
+    }
+
+    /// Whether the timeout has passed at `now` (which starts the clock if
+    /// this is the first reading).
+    #[inline]
+    fn timed_out(&mut self, now: Instant) -> bool {
+        let started = *self.started.get_or_insert(now);
+        self.timeout.is_some_and(|t| now - started >= t)
     }
 }
 
@@ -175,6 +197,24 @@ mod tests {
             raised >= FIRST_NAP * 2 && raised <= MAX_SPIN_FLOOR,
             "{raised:?}"
         );
+    }
+
+    #[test]
+    fn progress_restarts_the_spin_but_not_the_timeout() {
+        let mut backoff = Backoff::new(Duration::from_millis(5), Some(Duration::from_millis(30)));
+        let start = Instant::now();
+        while !backoff.parked() {
+            assert!(backoff.idle());
+        }
+        assert!(backoff.progressed());
+        assert!(!backoff.parked(), "progress must restart the spin");
+        while backoff.idle() {}
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(30),
+            "gave up early, after {took:?}"
+        );
+        assert!(!backoff.progressed(), "the timeout outlives progress");
     }
 
     #[test]
