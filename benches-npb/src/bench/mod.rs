@@ -7,3 +7,4 @@
 //! struct) and an entry point, so the binary only dispatches.
 
 pub mod comm;
+pub mod runtime;

@@ -3,6 +3,9 @@
 //! - `comm`: round-trip latency and streaming bandwidth between two ranks,
 //!   mttl's TCP and MPI backends against raw MPI
 //!   ([`benches_npb::bench::comm`]).
+//! - `runtime`: thread switch and spawn, invoke round trip, ainvoke
+//!   throughput and barrier latency of mttl programs on the TCP and MPI
+//!   backends ([`benches_npb::bench::runtime`]).
 //!
 //! Every subcommand prints a table and how it measured, or one JSON document
 //! with `--json`.
@@ -26,12 +29,19 @@ enum Command {
     /// TCP backend, Open MPI's TCP transport, mttl's MPI backend and raw
     /// rsmpi, side by side (the MPI ones need the cargo feature `mpi`).
     Comm(bench::comm::CommArgs),
+    /// The runtime's primitives: thread switch and spawn, invoke on the own
+    /// node and round trip to another, ainvoke throughput, barrier latency;
+    /// mttl programs on the TCP and MPI backends side by side, with the comm
+    /// layer's and raw MPI's round trips (the MPI ones need the cargo
+    /// feature `mpi`).
+    Runtime(bench::runtime::RuntimeArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Comm(args) => bench::comm::run(args).map_err(|e| format!("comm: {e}")),
+        Command::Runtime(args) => bench::runtime::run(args).map_err(|e| format!("runtime: {e}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

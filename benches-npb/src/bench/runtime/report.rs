@@ -1,0 +1,499 @@
+//! From runs to figures: the best run per configuration and metric, the
+//! table, the targets check and the `--json` document.
+//!
+//! A run's figure is the median of its samples; of the K runs the lowest
+//! time per operation is kept (the machine is shared and noisy: slower runs
+//! measure the neighbours).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde_json::{json, Map, Value};
+
+use super::measure::{Metric, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
+use super::results::RunResult;
+use super::Config;
+
+/// The best figures of one configuration for one metric.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Best {
+    /// The lowest per-run median, seconds per operation.
+    pub(super) median_s: f64,
+    /// The lowest sample of any run, seconds per operation.
+    pub(super) min_s: f64,
+}
+
+/// How a figure is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Ns,
+    Us,
+    CallsPerS,
+}
+
+impl Unit {
+    fn label(self) -> &'static str {
+        match self {
+            Unit::Ns => "ns",
+            Unit::Us => "µs",
+            Unit::CallsPerS => "calls/s",
+        }
+    }
+
+    /// The figure in this unit, from seconds per operation.
+    fn value(self, per_op_s: f64) -> f64 {
+        match self {
+            Unit::Ns => per_op_s * 1e9,
+            Unit::Us => per_op_s * 1e6,
+            Unit::CallsPerS => 1.0 / per_op_s,
+        }
+    }
+
+    fn format(self, per_op_s: f64) -> String {
+        let v = self.value(per_op_s);
+        match self {
+            Unit::Ns | Unit::Us if v < 10.0 => format!("{v:.2}"),
+            Unit::Ns | Unit::Us if v < 1000.0 => format!("{v:.1}"),
+            Unit::Ns | Unit::Us => format!("{v:.0}"),
+            Unit::CallsPerS if v >= 1e6 => format!("{:.2} M", v / 1e6),
+            Unit::CallsPerS => format!("{:.0} k", v / 1e3),
+        }
+    }
+}
+
+/// The metric of a unit, as shown.
+fn unit_of(metric: Metric) -> Unit {
+    match metric {
+        Metric::Switch | Metric::Spawn => Unit::Ns,
+        Metric::Ainvoke => Unit::CallsPerS,
+        Metric::InvokeLocal | Metric::InvokeRemote | Metric::Barrier | Metric::RoundTrip => {
+            Unit::Us
+        }
+    }
+}
+
+/// One row of the table: a metric measured in up to three configurations,
+/// shown in the columns `sched`, `mttl-tcp`, `mttl-mpi`.
+struct Row {
+    label: String,
+    metric: Metric,
+    cells: [Option<Config>; 3],
+    target: &'static str,
+}
+
+fn rows() -> Vec<Row> {
+    let program = [Some(Config::Sched), Some(Config::Tcp), Some(Config::Mpi)];
+    let backends = [None, Some(Config::Tcp), Some(Config::Mpi)];
+    vec![
+        Row {
+            label: "thread switch (yield ping-pong)".into(),
+            metric: Metric::Switch,
+            cells: program,
+            target: "≤ 10",
+        },
+        Row {
+            label: format!("spawn + run an empty thread (batches of {SPAWN_BATCH})"),
+            metric: Metric::Spawn,
+            cells: program,
+            target: "≤ 100",
+        },
+        Row {
+            label: "invoke on its own node".into(),
+            metric: Metric::InvokeLocal,
+            cells: backends,
+            target: "",
+        },
+        Row {
+            label: "invoke round trip to rank 1".into(),
+            metric: Metric::InvokeRemote,
+            cells: backends,
+            target: "tcp ≤ 10, mpi ≤ raw + 1",
+        },
+        Row {
+            label: format!("  comm layer round trip, {PING_LEN} B"),
+            metric: Metric::RoundTrip,
+            cells: [None, Some(Config::CommTcp), Some(Config::CommMpi)],
+            target: "",
+        },
+        Row {
+            label: format!("  raw rsmpi round trip, {PING_LEN} B"),
+            metric: Metric::RoundTrip,
+            cells: [None, None, Some(Config::RawMpi)],
+            target: "",
+        },
+        Row {
+            label: format!("ainvoke to rank 1, {AINVOKE_WINDOW} in flight"),
+            metric: Metric::Ainvoke,
+            cells: backends,
+            target: "≥ 1 M",
+        },
+        Row {
+            label: "barrier, 2 ranks".into(),
+            metric: Metric::Barrier,
+            cells: backends,
+            target: "",
+        },
+    ]
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if sorted.is_empty() {
+        return None;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    Some(if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    })
+}
+
+/// Renders left-aligned first column and right-aligned others.
+fn render(headers: &[String], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                let _ = write!(out, "{cell:<w$}");
+            } else {
+                let _ = write!(out, "  {cell:>w$}");
+            }
+        }
+        out.truncate(out.trim_end().len());
+        out.push('\n');
+        out
+    };
+    let mut out = line(headers);
+    for row in rows {
+        out.push_str(&line(row));
+    }
+    out
+}
+
+/// Whether a target was met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    Met,
+    Missed,
+    NotMeasured,
+}
+
+impl Verdict {
+    fn word(self) -> &'static str {
+        match self {
+            Verdict::Met => "met",
+            Verdict::Missed => "MISSED",
+            Verdict::NotMeasured => "not measured",
+        }
+    }
+
+    fn of(met: bool) -> Verdict {
+        if met {
+            Verdict::Met
+        } else {
+            Verdict::Missed
+        }
+    }
+}
+
+/// One performance target and how the figures compare with it.
+#[derive(Debug, Clone)]
+pub(super) struct Target {
+    pub(super) name: String,
+    pub(super) verdict: Verdict,
+    pub(super) detail: String,
+}
+
+/// Everything measured in one invocation.
+#[derive(Debug, Clone)]
+pub(super) struct Summary {
+    best: HashMap<(Config, Metric), Best>,
+    configs: Vec<(Config, String, usize)>,
+}
+
+impl Summary {
+    /// Summarises the runs of each configuration.
+    pub(super) fn new(runs: &[(Config, Vec<RunResult>)]) -> Summary {
+        let mut best: HashMap<(Config, Metric), Best> = HashMap::new();
+        for (config, results) in runs {
+            for (metric, samples) in results.iter().flat_map(|r| &r.metrics) {
+                let (Some(med), Some(min)) =
+                    (median(samples), samples.iter().copied().reduce(f64::min))
+                else {
+                    continue;
+                };
+                let b = best.entry((*config, *metric)).or_insert(Best {
+                    median_s: med,
+                    min_s: min,
+                });
+                b.median_s = b.median_s.min(med);
+                b.min_s = b.min_s.min(min);
+            }
+        }
+        let configs = runs
+            .iter()
+            .map(|(c, r)| {
+                let backend = r.first().map(|r| r.backend.clone()).unwrap_or_default();
+                (*c, backend, r.len())
+            })
+            .collect();
+        Summary { best, configs }
+    }
+
+    /// The best figures of `config` for `metric`, if measured.
+    pub(super) fn get(&self, config: Config, metric: Metric) -> Option<Best> {
+        self.best.get(&(config, metric)).copied()
+    }
+
+    /// The table.
+    pub(super) fn table(&self) -> String {
+        let headers: Vec<String> = ["", "unit", "sched", "mttl-tcp", "mttl-mpi", "target"]
+            .map(String::from)
+            .to_vec();
+        let rows: Vec<Vec<String>> = rows()
+            .into_iter()
+            .map(|row| {
+                let unit = unit_of(row.metric);
+                let mut cells = vec![row.label, unit.label().to_owned()];
+                for config in row.cells {
+                    cells.push(
+                        config
+                            .and_then(|c| self.get(c, row.metric))
+                            .map_or_else(|| "-".to_owned(), |b| unit.format(b.median_s)),
+                    );
+                }
+                cells.push(row.target.to_owned());
+                cells
+            })
+            .collect();
+        render(&headers, &rows)
+    }
+
+    /// The project's performance targets, checked against the figures.
+    pub(super) fn targets(&self) -> Vec<Target> {
+        let mut targets = Vec::new();
+        let mut at_most = |metric: Metric, config: Config, limit: f64, what: &str| {
+            let unit = unit_of(metric);
+            let (verdict, detail) = match self.get(config, metric) {
+                Some(b) => {
+                    let v = unit.value(b.median_s);
+                    (
+                        Verdict::of(v <= limit),
+                        format!("{} {}", unit.format(b.median_s), unit.label()),
+                    )
+                }
+                None => (Verdict::NotMeasured, format!("needs {}", config.name())),
+            };
+            targets.push(Target {
+                name: format!("{what} ({})", config.column()),
+                verdict,
+                detail,
+            });
+        };
+        for config in [Config::Sched, Config::Tcp, Config::Mpi] {
+            at_most(Metric::Switch, config, 10.0, "thread switch at most 10 ns");
+        }
+        for config in [Config::Sched, Config::Tcp, Config::Mpi] {
+            at_most(Metric::Spawn, config, 100.0, "spawn at most 100 ns");
+        }
+        at_most(
+            Metric::InvokeRemote,
+            Config::Tcp,
+            10.0,
+            "invoke round trip at most 10 µs",
+        );
+        let (verdict, detail) = match (
+            self.get(Config::Mpi, Metric::InvokeRemote),
+            self.get(Config::RawMpi, Metric::RoundTrip),
+        ) {
+            (Some(m), Some(r)) => {
+                let delta = (m.median_s - r.median_s) * 1e6;
+                (
+                    Verdict::of(delta <= 1.0),
+                    format!(
+                        "{:.2} vs {:.2} µs: {delta:+.2} µs",
+                        m.median_s * 1e6,
+                        r.median_s * 1e6
+                    ),
+                )
+            }
+            _ => (
+                Verdict::NotMeasured,
+                format!("needs {} and {}", Config::Mpi.name(), Config::RawMpi.name()),
+            ),
+        };
+        targets.push(Target {
+            name: "invoke round trip at most raw MPI's round trip + 1 µs (mttl-mpi)".into(),
+            verdict,
+            detail,
+        });
+        for config in [Config::Tcp, Config::Mpi] {
+            let (verdict, detail) = match self.get(config, Metric::Ainvoke) {
+                Some(b) => (
+                    Verdict::of(1.0 / b.median_s >= 1e6),
+                    format!("{} calls/s", Unit::CallsPerS.format(b.median_s)),
+                ),
+                None => (Verdict::NotMeasured, format!("needs {}", config.name())),
+            };
+            targets.push(Target {
+                name: format!("ainvoke at least 1 M calls/s ({})", config.column()),
+                verdict,
+                detail,
+            });
+        }
+        targets
+    }
+
+    /// The targets as text, one per line.
+    pub(super) fn targets_text(&self) -> String {
+        let mut out = String::from("\nTargets\n");
+        for t in self.targets() {
+            let _ = writeln!(out, "  [{}] {} ({})", t.verdict.word(), t.name, t.detail);
+        }
+        out
+    }
+
+    /// The whole invocation as one JSON document.
+    pub(super) fn to_json(
+        &self,
+        reps: u32,
+        sample_ms: u64,
+        method: &[String],
+        notes: &[String],
+    ) -> Value {
+        let configs: Vec<Value> = self
+            .configs
+            .iter()
+            .map(|(c, backend, runs)| {
+                json!({
+                    "name": c.name(),
+                    "column": c.column(),
+                    "description": c.description(),
+                    "backend": backend,
+                    "runs": runs,
+                })
+            })
+            .collect();
+        let mut results = Map::new();
+        for (config, _, _) in &self.configs {
+            let mut figures = Map::new();
+            for metric in Metric::ALL {
+                if let Some(b) = self.get(*config, metric) {
+                    let unit = unit_of(metric);
+                    figures.insert(
+                        metric.key().to_owned(),
+                        json!({
+                            "value": unit.value(b.median_s),
+                            "unit": unit.label(),
+                            "best_sample": unit.value(b.min_s),
+                            "seconds_per_op": b.median_s,
+                        }),
+                    );
+                }
+            }
+            results.insert(config.name().to_owned(), Value::Object(figures));
+        }
+        let targets: Vec<Value> = self
+            .targets()
+            .into_iter()
+            .map(|t| json!({ "target": t.name, "status": t.verdict.word(), "detail": t.detail }))
+            .collect();
+        json!({
+            "benchmark": "runtime",
+            "ranks": 2,
+            "reps": reps,
+            "samples": SAMPLES,
+            "sample_ms": sample_ms,
+            "ainvoke_window": AINVOKE_WINDOW,
+            "spawn_batch": SPAWN_BATCH,
+            "ping_bytes": PING_LEN,
+            "method": method,
+            "configs": configs,
+            "results": results,
+            "targets": targets,
+            "notes": notes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(metrics: Vec<(Metric, Vec<f64>)>) -> RunResult {
+        RunResult {
+            backend: "tcp".into(),
+            metrics,
+        }
+    }
+
+    #[test]
+    fn best_run_median_is_kept() {
+        let runs = vec![(
+            Config::Tcp,
+            vec![
+                run(vec![(Metric::InvokeRemote, vec![10e-6, 30e-6, 12e-6])]),
+                run(vec![(Metric::InvokeRemote, vec![9e-6, 11e-6, 50e-6])]),
+            ],
+        )];
+        let summary = Summary::new(&runs);
+        let best = summary
+            .get(Config::Tcp, Metric::InvokeRemote)
+            .expect("measured");
+        assert!((best.median_s - 11e-6).abs() < 1e-12);
+        assert!((best.min_s - 9e-6).abs() < 1e-12);
+        assert!(summary.get(Config::Mpi, Metric::InvokeRemote).is_none());
+    }
+
+    #[test]
+    fn targets_are_judged_and_others_not_measured() {
+        let runs = vec![(
+            Config::Tcp,
+            vec![run(vec![
+                (Metric::InvokeRemote, vec![12e-6]),
+                (Metric::Ainvoke, vec![0.5e-6]),
+                (Metric::Switch, vec![6e-9]),
+            ])],
+        )];
+        let summary = Summary::new(&runs);
+        let targets = summary.targets();
+        let verdict = |name: &str| {
+            targets
+                .iter()
+                .find(|t| t.name.contains(name))
+                .map(|t| t.verdict)
+        };
+        assert_eq!(
+            verdict("invoke round trip at most 10 µs"),
+            Some(Verdict::Missed)
+        );
+        assert_eq!(
+            verdict("ainvoke at least 1 M calls/s (mttl-tcp)"),
+            Some(Verdict::Met)
+        );
+        assert_eq!(
+            verdict("thread switch at most 10 ns (mttl-tcp)"),
+            Some(Verdict::Met)
+        );
+        assert_eq!(verdict("raw MPI"), Some(Verdict::NotMeasured));
+        let table = summary.table();
+        assert!(table.contains("12.0"), "{table}");
+        assert!(table.contains("2.00 M"), "{table}");
+    }
+
+    #[test]
+    fn units_format_for_reading() {
+        assert_eq!(Unit::Ns.format(5.4e-9), "5.40");
+        assert_eq!(Unit::Us.format(12.34e-6), "12.3");
+        assert_eq!(Unit::CallsPerS.format(2.5e-6), "400 k");
+        assert_eq!(Unit::CallsPerS.format(0.8e-6), "1.25 M");
+    }
+}

@@ -1,0 +1,111 @@
+//! The results file a worker job's rank 0 writes and the orchestrator reads:
+//! one JSON object per run, every figure in seconds per operation.
+//!
+//! ```json
+//! {"config": "tcp", "backend": "tcp",
+//!  "metrics": {"switch": [6.1e-9, ...], "invoke_remote": [1.2e-5, ...]}}
+//! ```
+
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use super::error::RuntimeBenchError;
+use super::measure::Metric;
+
+/// One run of one configuration: rank 0's samples for every metric it
+/// measures.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct RunResult {
+    /// The backend the worker actually ran on (`tcp`, `mpi`, `rsmpi`, or
+    /// `none` for the scheduler alone).
+    pub(super) backend: String,
+    /// Samples, seconds per operation, by metric.
+    pub(super) metrics: Vec<(Metric, Vec<f64>)>,
+}
+
+impl RunResult {
+    /// The file's JSON text for `config`.
+    pub(super) fn to_json(&self, config: &str) -> Value {
+        let metrics: Map<String, Value> = self
+            .metrics
+            .iter()
+            .map(|(m, samples)| (m.key().to_owned(), json!(samples)))
+            .collect();
+        json!({ "config": config, "backend": self.backend, "metrics": metrics })
+    }
+
+    /// Writes the file at `path`.
+    pub(super) fn write(&self, config: &str, path: &Path) -> Result<(), RuntimeBenchError> {
+        let text = self.to_json(config).to_string();
+        std::fs::write(path, text).map_err(|source| RuntimeBenchError::Io {
+            what: "write the results file",
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    /// Reads the file `config`'s worker wrote at `path`.
+    pub(super) fn read(config: &'static str, path: &Path) -> Result<RunResult, RuntimeBenchError> {
+        let bad = |detail: String| RuntimeBenchError::BadResults {
+            config,
+            path: path.to_owned(),
+            detail,
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| RuntimeBenchError::Io {
+            what: "read the results file",
+            path: path.to_owned(),
+            source,
+        })?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        RunResult::from_json(config, &value).map_err(bad)
+    }
+
+    /// Parses the file's JSON, checking it names `config`.
+    fn from_json(config: &str, value: &Value) -> Result<RunResult, String> {
+        let named = value["config"].as_str().unwrap_or_default();
+        if named != config {
+            return Err(format!("it names configuration {named:?}"));
+        }
+        let backend = value["backend"]
+            .as_str()
+            .ok_or("it names no backend")?
+            .to_owned();
+        let entries = value["metrics"].as_object().ok_or("it has no metrics")?;
+        let mut metrics = Vec::with_capacity(entries.len());
+        for (key, samples) in entries {
+            let metric = Metric::from_key(key).ok_or(format!("unknown metric {key:?}"))?;
+            let samples: Vec<f64> = samples
+                .as_array()
+                .ok_or(format!("{key:?} is not a list"))?
+                .iter()
+                .map(|v| v.as_f64().ok_or(format!("{key:?} holds a non-number")))
+                .collect::<Result<_, _>>()?;
+            metrics.push((metric, samples));
+        }
+        Ok(RunResult { backend, metrics })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_round_trip_through_json() {
+        let run = RunResult {
+            backend: "tcp".into(),
+            metrics: vec![
+                (Metric::Switch, vec![6e-9, 7e-9]),
+                (Metric::InvokeRemote, vec![1.5e-5]),
+            ],
+        };
+        let value = run.to_json("tcp");
+        let mut back = RunResult::from_json("tcp", &value).expect("valid");
+        back.metrics.sort_by_key(|(m, _)| m.key());
+        let mut expected = run.clone();
+        expected.metrics.sort_by_key(|(m, _)| m.key());
+        assert_eq!(back, expected);
+        assert!(RunResult::from_json("mpi", &value).is_err());
+    }
+}
