@@ -15,8 +15,10 @@
 //! 2. For each of the K sweeps, run every configuration once as
 //!    `npb KERNEL --class C -n N --variant V --backend B --json` (the `npb`
 //!    beside this program), in an order rotated by one per sweep so that no
-//!    configuration always runs first on a shared machine. A progress line
-//!    on stderr names each run and its time. A run that fails or does not
+//!    configuration always runs first on a shared machine, each after
+//!    waiting (at most `--settle` seconds) until other processes keep less
+//!    than a quarter of a CPU busy. A progress line on stderr names each run
+//!    and its time. A run that fails or does not
 //!    verify is recorded as such and the sweep goes on.
 //! 3. Keep, per configuration, the best (shortest) verified time; write
 //!    `OUT/npb-sweep.csv`, print the summary (times and the ratios
@@ -28,6 +30,7 @@ use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
 
 use benches_npb::npb::cg::CgGrid;
 use benches_npb::npb::drivers::{Kernel, Variant};
@@ -36,6 +39,9 @@ use benches_npb::npb::Class;
 use clap::Parser;
 use mttl::comm::launch::BackendKind;
 use plotters::prelude::*;
+
+/// Foreign load, in CPUs, below which the machine counts as quiet.
+const QUIET_CPUS: f64 = 0.25;
 
 /// Sweep `npb` over configurations and keep the best of K runs of each.
 #[derive(Debug, Parser)]
@@ -65,6 +71,10 @@ struct Cli {
     /// The `npb` program [default: the one beside this program].
     #[arg(long)]
     npb: Option<PathBuf>,
+    /// Before each run, wait up to this many seconds for other processes to
+    /// leave the machine quiet (below a quarter of a CPU busy).
+    #[arg(long, default_value_t = 30.0)]
+    settle: f64,
 }
 
 /// One configuration and what its runs gave.
@@ -81,6 +91,8 @@ struct Config {
     mops: f64,
     /// Runs that failed or did not verify.
     failures: u32,
+    /// The most CPUs other processes kept busy just before a run.
+    foreign_cpus: f64,
 }
 
 impl Config {
@@ -129,6 +141,7 @@ fn configurations(cli: &Cli) -> Vec<Config> {
                                 times: Vec::new(),
                                 mops: 0.0,
                                 failures: 0,
+                                foreign_cpus: 0.0,
                             });
                         }
                     }
@@ -170,6 +183,9 @@ fn sweep(cli: &Cli) -> Result<bool, String> {
                 rep + 1,
                 cli.reps
             );
+            progress.show(&format!("{what} waiting for a quiet machine ..."));
+            let busy = load::settle(QUIET_CPUS, Duration::from_secs_f64(cli.settle.max(0.0)));
+            c.foreign_cpus = c.foreign_cpus.max(busy.unwrap_or(0.0));
             progress.show(&format!("{what} ..."));
             match run_once(&npb, c) {
                 Ok((seconds, mops)) => {
@@ -267,12 +283,13 @@ impl Progress {
 }
 
 fn to_csv(configs: &[Config]) -> String {
-    let mut out =
-        String::from("kernel,class,nprocs,variant,backend,runs,failures,best_seconds,mops\n");
+    let mut out = String::from(
+        "kernel,class,nprocs,variant,backend,runs,failures,best_seconds,mops,foreign_cpus\n",
+    );
     for c in configs {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.2}",
+            "{},{},{},{},{},{},{},{},{:.2},{:.2}",
             c.kernel.name(),
             c.class,
             c.nprocs,
@@ -281,7 +298,8 @@ fn to_csv(configs: &[Config]) -> String {
             c.times.len(),
             c.failures,
             c.best().map_or(String::new(), |b| format!("{b:.4}")),
-            c.mops
+            c.mops,
+            c.foreign_cpus
         );
     }
     out
@@ -337,6 +355,26 @@ fn summary(configs: &[Config]) -> String {
             cell(mttl_tcp),
             ratio(mttl_mpi, mpi),
             ratio(mttl_tcp, mttl_mpi)
+        );
+    }
+    let busy: Vec<String> = configs
+        .iter()
+        .filter(|c| c.foreign_cpus >= QUIET_CPUS)
+        .map(|c| {
+            format!(
+                "{} {} -n {} {}",
+                c.kernel.name(),
+                c.class,
+                c.nprocs,
+                c.label()
+            )
+        })
+        .collect();
+    if !busy.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nOther processes kept the machine busy before some runs of: {}",
+            busy.join("; ")
         );
     }
     let failed: u32 = configs.iter().map(|c| c.failures).sum();
@@ -438,4 +476,54 @@ fn plot(
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+mod load {
+    //! How busy other processes keep the machine, from `/proc/stat` (this
+    //! process sleeps while it samples).
+
+    use std::time::{Duration, Instant};
+
+    /// How long one sample watches the machine.
+    const WINDOW: Duration = Duration::from_millis(200);
+
+    /// Busy and total CPU time over all CPUs, in clock ticks, and the CPUs.
+    fn cpu_times() -> Option<(u64, u64, usize)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let mut lines = stat.lines();
+        let fields: Vec<u64> = lines
+            .next()?
+            .strip_prefix("cpu ")?
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal ...
+        let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0);
+        let total: u64 = fields.iter().take(8).sum();
+        let cpus = lines
+            .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+            .count();
+        Some((total - idle, total, cpus.max(1)))
+    }
+
+    /// CPUs kept busy by others over one window.
+    fn foreign_busy_cpus() -> Option<f64> {
+        let (busy0, total0, cpus) = cpu_times()?;
+        std::thread::sleep(WINDOW);
+        let (busy1, total1, _) = cpu_times()?;
+        let total = total1.checked_sub(total0).filter(|&t| t > 0)?;
+        Some(busy1.saturating_sub(busy0) as f64 / total as f64 * cpus as f64)
+    }
+
+    /// Waits until others keep fewer than `threshold` CPUs busy, for at most
+    /// `limit`; returns the last reading.
+    pub(super) fn settle(threshold: f64, limit: Duration) -> Option<f64> {
+        let start = Instant::now();
+        loop {
+            let busy = foreign_busy_cpus()?;
+            if busy < threshold || start.elapsed() >= limit {
+                return Some(busy);
+            }
+        }
+    }
 }

@@ -15,7 +15,8 @@
 //!    its owner as a whole, so it carries its own flag.
 //! 3. The receiver yields to the runtime (which applies incoming writes)
 //!    until the first value of its own buffer `seq % 2` is `seq`, then
-//!    copies the values out.
+//!    copies the values out. After [`SPIN_POLLS`] polls it also yields the
+//!    processor now and then, for oversubscribed machines.
 //! 4. The partner writes that buffer again only with `seq + 2`, after it
 //!    has received this node's write `seq + 1`, which this node sends only
 //!    after step 3 of exchange `seq`: no buffer is overwritten unread.
@@ -32,6 +33,10 @@ use super::error::{check_size, DriverError};
 use super::report::{Outcome, Variant};
 use crate::npb::cg::{CgComm, CgGrid, CgIteration, CgRank, Exchange};
 use crate::npb::Class;
+
+/// Polls of a landing buffer before a waiting node also gives the processor
+/// to other processes between polls (which an oversubscribed machine needs).
+const SPIN_POLLS: u32 = 4096;
 
 /// What `cg_init` leaves on its node for `cg_kernel`: the process's share
 /// of CG, its landing array and the array's stride.
@@ -80,8 +85,13 @@ impl CgComm for MttlCg<'_> {
         self.outgoing.push(seq as f64);
         self.outgoing.extend_from_slice(send);
         self.landings[partner].add(at).nwrite_slice(&self.outgoing);
+        let mut polls = 0u32;
         while self.landing.get(at) != seq as f64 {
             mttl::yield_now();
+            polls = polls.wrapping_add(1);
+            if polls > SPIN_POLLS && polls % 64 == 0 {
+                std::thread::yield_now();
+            }
         }
         recv.copy_from_slice(&self.landing.borrow()[at + 1..at + 1 + recv.len()]);
     }
