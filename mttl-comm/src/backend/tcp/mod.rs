@@ -471,6 +471,12 @@ impl TcpComm {
             if ready(self)? {
                 return Ok(true);
             }
+            if wait == Some(Duration::ZERO) {
+                // Spinning: let another process have the core if one wants
+                // it (ranks oversubscribing the cores); returns at once when
+                // none does.
+                std::thread::yield_now();
+            }
         }
     }
 
