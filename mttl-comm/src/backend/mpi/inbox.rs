@@ -18,6 +18,12 @@ pub(super) struct Inbox {
 }
 
 impl Inbox {
+    /// Whether no message is waiting here.
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// How many messages are waiting here.
     pub(super) fn len(&self) -> usize {
         self.queue.len()
@@ -75,6 +81,6 @@ mod tests {
         assert_eq!(inbox.pop_from(1).map(|m| m.tag), Some(11));
         assert_eq!(inbox.pop_from(1), None);
         assert_eq!(inbox.pop().map(|m| m.tag), Some(21));
-        assert_eq!(inbox.len(), 0);
+        assert!(inbox.is_empty());
     }
 }

@@ -422,9 +422,11 @@ impl Comm for MpiComm {
 
     #[inline]
     fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
-        if let Some(message) = self.inbox.pop() {
+        if !self.inbox.is_empty() {
+            // Drain one more message behind the oldest, so a busy inbox
+            // cannot starve MPI; before taking it, so an error loses nothing.
             self.drain_one(Op::RecvAny)?;
-            return Ok(Some(message));
+            return Ok(self.inbox.pop());
         }
         self.wait_mpi(Op::RecvAny, None, timeout)
     }

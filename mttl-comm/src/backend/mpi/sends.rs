@@ -14,6 +14,7 @@
 //! still read.
 
 use std::collections::VecDeque;
+use std::ffi::c_int;
 use std::mem::ManuallyDrop;
 
 use super::raw::{MpiCode, Request, World};
@@ -97,9 +98,9 @@ impl PendingSends {
         &mut self,
         world: &World,
         dest: usize,
-        mpi_dest: i32,
-        tag: i32,
-        len: i32,
+        mpi_dest: c_int,
+        tag: c_int,
+        len: c_int,
         buf: Vec<u8>,
     ) -> Result<u64, MpiCode> {
         let buf = ManuallyDrop::new(buf);
