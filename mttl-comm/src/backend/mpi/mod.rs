@@ -116,6 +116,10 @@ use crate::error::{CommError, ErrorKind, Op};
 /// and MPICH's transports allow more.
 pub const EAGER_MAX: usize = 4000;
 
+/// Why a second `init` in one process fails.
+const ALREADY_INITIALISED: &str = "MPI is already initialised in this process; the MPI backend \
+    can be started once per process (MPI cannot be initialised again, even after finish)";
+
 /// How many of the oldest sends to a destination each `nsend` tests, so
 /// completed buffers are freed without waiting for `send_done`.
 const REAP_PER_NSEND: usize = 2;
@@ -238,17 +242,7 @@ impl Comm for MpiComm {
         let max_message = env::max_message()?.min(i32::MAX as usize);
         let launcher_vars = LauncherVars::read();
         let (universe, threading) = mpi::initialize_with_threading(Threading::Funneled)
-            .ok_or_else(|| {
-                init_error(
-                    None,
-                    ErrorKind::Environment(
-                        "MPI is already initialised in this process; the MPI backend can be \
-                     started once per process (MPI cannot be initialised again, even after \
-                     finish)"
-                            .to_owned(),
-                    ),
-                )
-            })?;
+            .ok_or_else(|| init_error(None, ErrorKind::Environment(ALREADY_INITIALISED.into())))?;
         if threading < Threading::Funneled {
             tracing::debug!(?threading, "MPI provides less than MPI_THREAD_FUNNELED");
         }
