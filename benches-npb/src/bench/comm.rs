@@ -35,7 +35,7 @@
 
 mod endpoint;
 mod error;
-mod load;
+pub(super) mod load;
 mod measure;
 mod report;
 mod results;
@@ -92,10 +92,11 @@ pub enum Config {
 
 impl Config {
     /// Every configuration, in table order.
-    const ALL: [Config; 4] = [Config::Tcp, Config::RawMpiTcp, Config::Mpi, Config::RawMpi];
+    pub(super) const ALL: [Config; 4] =
+        [Config::Tcp, Config::RawMpiTcp, Config::Mpi, Config::RawMpi];
 
     /// The name `--backends` takes.
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Config::Tcp => "tcp",
             Config::Mpi => "mpi",
@@ -105,7 +106,7 @@ impl Config {
     }
 
     /// The column header in the tables.
-    fn column(self) -> &'static str {
+    pub(super) fn column(self) -> &'static str {
         match self {
             Config::Tcp => "mttl-tcp",
             Config::Mpi => "mttl-mpi",
@@ -129,17 +130,17 @@ impl Config {
         }
     }
 
-    fn needs_mpi(self) -> bool {
+    pub(super) fn needs_mpi(self) -> bool {
         self != Config::Tcp
     }
 
     /// Whether this build can run it.
-    fn available(self) -> bool {
+    pub(super) fn available(self) -> bool {
         cfg!(feature = "mpi") || !self.needs_mpi()
     }
 
     /// The two-rank job that runs this configuration's workers.
-    fn job(self, program: &Path, args: Vec<String>) -> JobSpec {
+    pub(super) fn job(self, program: &Path, args: Vec<String>) -> JobSpec {
         let mut spec = JobSpec::new(2, program).args(args);
         if self.needs_mpi() {
             spec.backend = BackendKind::Mpi;
@@ -181,7 +182,7 @@ pub struct CommArgs {
 }
 
 /// Parses a size such as `8`, `64K`, `1MiB`.
-fn parse_size(text: &str) -> Result<usize, String> {
+pub(super) fn parse_size(text: &str) -> Result<usize, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
@@ -249,17 +250,23 @@ fn chosen_configs(args: &CommArgs) -> Result<Vec<Config>, CommBenchError> {
 
 /// A temporary directory removed when dropped.
 #[derive(Debug)]
-struct TempDir(PathBuf);
+pub(super) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new() -> Result<TempDir, CommBenchError> {
-        let path = std::env::temp_dir().join(format!("mttl-bench-comm-{}", std::process::id()));
+    /// A fresh directory for subcommand `name` of this process.
+    pub(super) fn new(name: &str) -> Result<TempDir, CommBenchError> {
+        let path = std::env::temp_dir().join(format!("mttl-bench-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&path).map_err(|source| CommBenchError::Io {
             what: "create the temporary directory",
             path: path.clone(),
             source,
         })?;
         Ok(TempDir(path))
+    }
+
+    /// The directory.
+    pub(super) fn path(&self) -> &Path {
+        &self.0
     }
 }
 
@@ -277,7 +284,7 @@ fn orchestrate(args: &CommArgs, sizes: &[usize]) -> Result<(), CommBenchError> {
         path: PathBuf::from("this program"),
         source,
     })?;
-    let dir = TempDir::new()?;
+    let dir = TempDir::new("comm")?;
     let size_list = sizes
         .iter()
         .map(usize::to_string)

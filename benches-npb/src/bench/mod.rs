@@ -8,3 +8,4 @@
 
 pub mod comm;
 pub mod runtime;
+pub mod rwrite;

@@ -6,6 +6,9 @@
 //! - `runtime`: thread switch and spawn, invoke round trip, ainvoke
 //!   throughput and barrier latency of mttl programs on the TCP and MPI
 //!   backends ([`benches_npb::bench::runtime`]).
+//! - `rwrite`: remote-write throughput (`nwrite` + `barrier`) against raw
+//!   MPI send/receive, 8 B to 1 MiB, the paper's fig. 7, with a CSV file
+//!   and a figure ([`benches_npb::bench::rwrite`]).
 //!
 //! Every subcommand prints a table and how it measured, or one JSON document
 //! with `--json`.
@@ -35,6 +38,12 @@ enum Command {
     /// layer's and raw MPI's round trips (the MPI ones need the cargo
     /// feature `mpi`).
     Runtime(bench::runtime::RuntimeArgs),
+    /// Remote-write throughput, NetPIPE style: mttl's nwrite into the other
+    /// rank's global array and a barrier per window, on the TCP and MPI
+    /// backends, against raw rsmpi send/receive, 8 B to 1 MiB; writes a CSV
+    /// file and a figure (SVG, PNG). The MPI ones need the cargo feature
+    /// `mpi`.
+    Rwrite(bench::rwrite::RwriteArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +51,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Comm(args) => bench::comm::run(args).map_err(|e| format!("comm: {e}")),
         Command::Runtime(args) => bench::runtime::run(args).map_err(|e| format!("runtime: {e}")),
+        Command::Rwrite(args) => bench::rwrite::run(args).map_err(|e| format!("rwrite: {e}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -29,7 +29,7 @@ fn cpu_times() -> Option<(u64, u64, usize)> {
 /// The number of CPUs other processes kept busy during the last
 /// [`WINDOW`] (this process sleeps meanwhile), or `None` where `/proc/stat`
 /// cannot be read.
-pub(super) fn foreign_busy_cpus() -> Option<f64> {
+pub(in crate::bench) fn foreign_busy_cpus() -> Option<f64> {
     let (busy0, total0, cpus) = cpu_times()?;
     std::thread::sleep(WINDOW);
     let (busy1, total1, _) = cpu_times()?;

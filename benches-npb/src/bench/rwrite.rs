@@ -1,0 +1,542 @@
+//! `mttl-bench rwrite`: remote-write throughput between two ranks on this
+//! machine, the paper's fig. 7: mttl's `nwrite` into the other rank's global
+//! array against raw MPI send/receive, NetPIPE style, from 8 B to 1 MiB.
+//!
+//! | configuration | what runs                                                   | launched by                      |
+//! |---------------|-------------------------------------------------------------|----------------------------------|
+//! | `tcp`         | an mttl program: `nwrite_slice` + `barrier`, TCP backend    | [`launch::run`], TCP             |
+//! | `mpi`         | the same on the MPI backend                                 | [`launch::run`], MPI (`mpirun`)  |
+//! | `raw-mpi`     | plain rsmpi `Send` / `Recv` + `Barrier`, no mttl            | `mpirun`, Open MPI's default transport |
+//! | `raw-mpi-tcp` | the same over Open MPI's TCP transport                      | `mpirun`, `pml ob1`, `btl tcp,self` |
+//!
+//! The configurations, their jobs, the size syntax, the wait for a quiet
+//! machine and the errors are `mttl-bench comm`'s ([`super::comm`]); what
+//! runs in a job is [`measure`](self::measure) on a transfer of
+//! [`worker`](self::worker). The MPI configurations exist only in builds
+//! with the cargo feature `mpi`.
+//!
+//! # One invocation, step by step
+//!
+//! 1. The process the user started (the *orchestrator*) reads the sizes and
+//!    configurations and makes a private temporary directory.
+//! 2. For each of the K sweeps (`--reps`), and in each sweep for every
+//!    configuration, in an order rotated by one per sweep (so no
+//!    configuration always runs first on this shared, noisy machine), it
+//!    waits up to `--settle` seconds for other processes to leave the CPUs
+//!    idle (noting how busy they were), then starts its own executable as a
+//!    two-rank job: `mttl-bench rwrite --worker CONFIG --out FILE --sizes
+//!    ...`.
+//! 3. Both worker ranks run the sweep; rank 0 writes its samples to FILE
+//!    ([`results`](self::results)).
+//! 4. The orchestrator reads FILE. A job that fails stops the benchmark
+//!    with the job's exit status.
+//! 5. After the last sweep it keeps, per configuration and size, the best
+//!    run ([`report`](self::report)), prints the tables, how it measured and
+//!    the targets check (or one JSON document with `--json`), writes the
+//!    CSV file and the figure ([`plot`](self::plot)) beside it, and removes
+//!    the temporary directory.
+
+mod measure;
+mod plot;
+mod report;
+mod results;
+mod worker;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use mttl_comm::launch;
+
+use self::report::{size_label, Summary};
+use self::results::RunResult;
+use self::worker::Task;
+use super::comm::{self, CommBenchError, Config};
+
+/// The default sizes: every power of 2 from 8 B to 1 MiB.
+const DEFAULT_SIZES: (u32, u32) = (3, 20);
+
+/// Foreign load, in CPUs, above which a run is flagged as possibly disturbed.
+const BUSY_WARNING: f64 = 0.25;
+
+/// The largest size accepted.
+const MAX_SIZE: usize = 64 << 20;
+
+/// Where the CSV file goes by default; the figure goes beside it.
+const DEFAULT_CSV: &str = "target/mttl-bench/rwrite.csv";
+
+/// The command that rebuilds this benchmark with the MPI configurations.
+const MPI_BUILD_HINT: &str =
+    "cargo run --release -p benches-npb --features mpi --bin mttl-bench -- rwrite";
+
+/// One line saying what runs in `config`.
+fn description(config: Config) -> &'static str {
+    match config {
+        Config::Tcp => {
+            "an mttl program on the TCP backend: rank 0 nwrite_slices into rank 1's \
+             GlobalArray<u8>, both call barrier (mttl_comm::launch::run)"
+        }
+        Config::Mpi => "the same mttl program on the MPI backend (mpirun)",
+        Config::RawMpi => {
+            "raw rsmpi: rank 0 MPI_Send, rank 1 MPI_Recv into one buffer, both MPI_Barrier; \
+             Open MPI's default transport (shared memory)"
+        }
+        Config::RawMpiTcp => {
+            "the same raw rsmpi program over Open MPI's TCP transport \
+             (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)"
+        }
+    }
+}
+
+/// Arguments of `mttl-bench rwrite`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RwriteArgs {
+    /// Print one JSON document on stdout instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Transfer sizes in bytes, comma-separated; K and M (or KiB, MiB)
+    /// multiply by 1024 and 1024². Default: every power of 2 from 8 to 1M.
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    sizes: Option<Vec<usize>>,
+    /// Sweeps per configuration; the best is kept.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    reps: u32,
+    /// Configurations to measure, comma-separated. Default: every one this
+    /// build has (the MPI ones need the cargo feature `mpi`).
+    #[arg(long, value_delimiter = ',')]
+    backends: Option<Vec<Config>>,
+    /// Transfers per window (between two barriers). Default: 16 MiB worth,
+    /// 8 to 1024.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    window: Option<u64>,
+    /// About how long one timed sample takes, in milliseconds.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    sample_ms: u64,
+    /// Before each job, wait up to this many seconds for other processes to
+    /// leave the CPUs idle (this machine may be shared).
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = parse_settle)]
+    settle: f64,
+    /// The CSV file to write, or a directory to write rwrite.csv into; the
+    /// figure goes beside it (.svg and .png). Default:
+    /// target/mttl-bench/rwrite.csv.
+    #[arg(long, value_name = "PATH")]
+    csv: Option<PathBuf>,
+    /// Run as a worker rank of this configuration (used by the orchestrator).
+    #[arg(long, hide = true, requires = "out")]
+    worker: Option<Config>,
+    /// Where a worker's rank 0 writes its results.
+    #[arg(long, hide = true)]
+    out: Option<PathBuf>,
+}
+
+/// Parses a size as `mttl-bench comm` does, up to [`MAX_SIZE`].
+fn parse_size(text: &str) -> Result<usize, String> {
+    let size = comm::parse_size(text)?;
+    if size > MAX_SIZE {
+        return Err(format!(
+            "{text:?} is larger than the largest transfer measured, {}",
+            size_label(MAX_SIZE)
+        ));
+    }
+    Ok(size)
+}
+
+/// Parses a number of seconds to wait, 0 to 3600.
+fn parse_settle(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(secs),
+        _ => Err(format!(
+            "{text:?} is not a number of seconds from 0 to 3600"
+        )),
+    }
+}
+
+/// Runs `mttl-bench rwrite`: the orchestrator, or a worker rank when
+/// started with `--worker`.
+pub fn run(args: RwriteArgs) -> Result<(), CommBenchError> {
+    let task = Task {
+        sizes: args.sizes.clone().unwrap_or_else(|| {
+            (DEFAULT_SIZES.0..=DEFAULT_SIZES.1)
+                .map(|k| 1usize << k)
+                .collect()
+        }),
+        window: args.window.map(|w| w as usize),
+        sample_time: Duration::from_millis(args.sample_ms),
+    };
+    match (args.worker, &args.out) {
+        (Some(config), Some(out)) => worker::run(config, &task, out),
+        _ => orchestrate(&args, &task),
+    }
+}
+
+/// The configurations asked for, checked against this build.
+fn chosen_configs(args: &RwriteArgs) -> Result<Vec<Config>, CommBenchError> {
+    let Some(asked) = &args.backends else {
+        return Ok(Config::ALL.into_iter().filter(|c| c.available()).collect());
+    };
+    let mut chosen = Vec::new();
+    for &config in asked {
+        if !config.available() {
+            return Err(CommBenchError::Usage(format!(
+                "configuration {} needs MPI, and this mttl-bench was built without the \
+                 `mpi` feature; rebuild with `{MPI_BUILD_HINT}`",
+                config.name()
+            )));
+        }
+        if !chosen.contains(&config) {
+            chosen.push(config);
+        }
+    }
+    if chosen.is_empty() {
+        return Err(CommBenchError::Usage(
+            "--backends names no configuration".into(),
+        ));
+    }
+    Ok(chosen)
+}
+
+/// Where the CSV file and the figure go.
+#[derive(Debug, Clone, PartialEq)]
+struct OutputFiles {
+    csv: PathBuf,
+    svg: PathBuf,
+    png: PathBuf,
+}
+
+impl OutputFiles {
+    /// From `--csv`: a file, or a directory (existing, or written with a
+    /// trailing `/`) to hold `rwrite.csv`.
+    fn new(csv: Option<&Path>) -> OutputFiles {
+        let csv = match csv {
+            None => PathBuf::from(DEFAULT_CSV),
+            Some(p) if p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/') => {
+                p.join("rwrite.csv")
+            }
+            Some(p) => p.to_owned(),
+        };
+        OutputFiles {
+            svg: csv.with_extension("svg"),
+            png: csv.with_extension("png"),
+            csv,
+        }
+    }
+
+    /// Writes the CSV text and both pictures.
+    fn write(&self, csv_text: &str, figure: &plot::Figure) -> Result<(), CommBenchError> {
+        if let Some(dir) = self.csv.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| CommBenchError::Io {
+                what: "create the output directory",
+                path: dir.to_owned(),
+                source,
+            })?;
+        }
+        std::fs::write(&self.csv, csv_text).map_err(|source| CommBenchError::Io {
+            what: "write the CSV file",
+            path: self.csv.clone(),
+            source,
+        })?;
+        let drawn = |path: &Path, result: Result<(), String>| {
+            result.map_err(|e| CommBenchError::Io {
+                what: "draw the figure",
+                path: path.to_owned(),
+                source: std::io::Error::other(e),
+            })
+        };
+        drawn(&self.svg, plot::write_svg(&self.svg, figure))?;
+        drawn(&self.png, plot::write_png(&self.png, figure))
+    }
+}
+
+/// The figure: every configuration's throughput, every mttl
+/// configuration's ratio to its reference, the targets as guides.
+fn figure(summary: &Summary, title: String) -> plot::Figure {
+    let line = |config: Config, y: &dyn Fn(usize) -> Option<f64>| plot::Line {
+        config,
+        points: summary
+            .sizes
+            .iter()
+            .filter_map(|&s| Some((s as f64, y(s)?)))
+            .collect(),
+    };
+    plot::Figure {
+        title,
+        lines: summary
+            .configs
+            .iter()
+            .map(|&c| line(c, &|s| Some(summary.get(c, s)?.mb_per_s())))
+            .collect(),
+        ratios: summary
+            .configs
+            .iter()
+            .map(|&c| line(c, &|s| summary.ratio(c, s)))
+            .filter(|l| !l.points.is_empty())
+            .collect(),
+        guides: vec![report::TARGET_SMALL.1, report::TARGET_LARGE.1],
+    }
+}
+
+/// Steps 1 to 5 of the module docs.
+fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), CommBenchError> {
+    let configs = chosen_configs(args)?;
+    let files = OutputFiles::new(args.csv.as_deref());
+    let program = std::env::current_exe().map_err(|source| CommBenchError::Io {
+        what: "find the path of",
+        path: PathBuf::from("this program"),
+        source,
+    })?;
+    let dir = comm::TempDir::new("rwrite")?;
+    let mut busy_log: Vec<(usize, Config, f64)> = Vec::new();
+    let mut runs: Vec<(Config, Vec<RunResult>)> =
+        configs.iter().map(|&c| (c, Vec::new())).collect();
+    for rep in 0..args.reps as usize {
+        for k in 0..configs.len() {
+            let i = (k + rep) % configs.len();
+            let config = configs[i];
+            let out = dir.path().join(format!("{}-{rep}.json", config.name()));
+            eprint!(
+                "mttl-bench rwrite: sweep {}/{}: {:<12}",
+                rep + 1,
+                args.reps,
+                config.name()
+            );
+            let _ = std::io::stderr().flush();
+            let busy = settle(Duration::from_secs_f64(args.settle));
+            if let Some(b) = busy {
+                busy_log.push((rep + 1, config, b));
+            }
+            let started = Instant::now();
+            run_job(config, &program, &out, task, args.sample_ms)?;
+            match busy {
+                Some(b) if b >= BUSY_WARNING => eprintln!(
+                    " {:.1} s (others kept {b:.1} CPUs busy just before)",
+                    started.elapsed().as_secs_f64()
+                ),
+                _ => eprintln!(" {:.1} s", started.elapsed().as_secs_f64()),
+            }
+            runs[i].1.push(RunResult::read(config.name(), &out)?);
+        }
+    }
+    let summary = Summary::new(&task.sizes, &runs);
+    let title = format!(
+        "Remote-write throughput, 2 ranks, best of {} sweep(s)",
+        args.reps
+    );
+    files.write(&summary.to_csv(), &figure(&summary, title))?;
+    let method = method_lines(args, &configs);
+    let notes = notes(&configs, &busy_log);
+    let mut stdout = std::io::stdout().lock();
+    let printed = if args.json {
+        let mut doc = summary.to_json();
+        doc["benchmark"] = "rwrite".into();
+        doc["reps"] = args.reps.into();
+        doc["method"] = method.clone().into();
+        doc["notes"] = notes.clone().into();
+        doc["files"] = serde_json::json!({
+            "csv": files.csv, "svg": files.svg, "png": files.png,
+        });
+        doc["foreign_load"] = busy_log
+            .iter()
+            .map(|(sweep, config, busy)| {
+                serde_json::json!({ "sweep": sweep, "config": config.name(), "busy_cpus": busy })
+            })
+            .collect();
+        writeln!(stdout, "{doc:#}")
+    } else {
+        let mut text = summary.tables();
+        text.push_str("\nHow measured\n");
+        for line in method.iter().chain(&notes) {
+            text.push_str("  ");
+            text.push_str(line);
+            text.push('\n');
+        }
+        text.push_str(&summary.targets_text());
+        text.push_str(&format!(
+            "\nFiles: {}, {}, {}\n",
+            files.csv.display(),
+            files.svg.display(),
+            files.png.display()
+        ));
+        write!(stdout, "{text}")
+    };
+    printed.map_err(|source| CommBenchError::Io {
+        what: "write the results to",
+        path: PathBuf::from("standard output"),
+        source,
+    })
+}
+
+/// Waits until other processes keep fewer than [`BUSY_WARNING`] CPUs busy,
+/// for at most `limit`, and returns the last reading (`None` where the load
+/// cannot be read).
+fn settle(limit: Duration) -> Option<f64> {
+    let start = Instant::now();
+    loop {
+        let busy = comm::load::foreign_busy_cpus()?;
+        if busy < BUSY_WARNING || start.elapsed() >= limit {
+            return Some(busy);
+        }
+    }
+}
+
+/// Step 2 for one job.
+fn run_job(
+    config: Config,
+    program: &Path,
+    out: &Path,
+    task: &Task,
+    sample_ms: u64,
+) -> Result<(), CommBenchError> {
+    let sizes = task
+        .sizes
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut worker_args = vec![
+        "rwrite".to_owned(),
+        "--worker".to_owned(),
+        config.name().to_owned(),
+        "--out".to_owned(),
+        out.to_string_lossy().into_owned(),
+        "--sizes".to_owned(),
+        sizes,
+        "--sample-ms".to_owned(),
+        sample_ms.to_string(),
+    ];
+    if let Some(w) = task.window {
+        worker_args.extend(["--window".to_owned(), w.to_string()]);
+    }
+    let outcome = launch::run(&config.job(program, worker_args)).map_err(|source| {
+        eprintln!();
+        CommBenchError::Launch {
+            config: config.name(),
+            source,
+        }
+    })?;
+    if !outcome.success() {
+        eprintln!();
+        return Err(CommBenchError::WorkerFailed {
+            config: config.name(),
+            code: outcome.exit_code,
+            hint: if config.needs_mpi() {
+                " (is Open MPI's mpirun the one this program was built against?)"
+            } else {
+                ""
+            },
+        });
+    }
+    Ok(())
+}
+
+/// How the figures were measured, one sentence per line.
+fn method_lines(args: &RwriteArgs, configs: &[Config]) -> Vec<String> {
+    let spin = std::env::var(mttl_comm::env::SPIN_US).unwrap_or_else(|_| "50 (default)".into());
+    let window = match args.window {
+        Some(w) => format!("W = {w} transfers (--window)"),
+        None => {
+            "W = 16 MiB worth of transfers, 8 to 1024 (1024 up to 16 KiB, 16 at 1 MiB)".to_owned()
+        }
+    };
+    let mut lines = vec![
+        format!(
+            "2 ranks on this machine; {} sweep(s) per configuration, configurations \
+             alternated (order rotated each sweep); every sweep is a fresh job, started after \
+             waiting up to {} s for other processes to use less than {BUSY_WARNING} CPU.",
+            args.reps, args.settle
+        ),
+        format!(
+            "A window is W transfers of S bytes from rank 0 to rank 1, then a barrier of both \
+             ranks (mttl's barrier fences first, so every nwrite is applied when it returns); \
+             {window}. Every transfer writes the same S bytes at the start of rank 1's buffer, \
+             as NetPIPE reuses one buffer."
+        ),
+        format!(
+            "{} untimed windows, then {} samples of as many windows as take about {} ms, \
+             timed on rank 0 from its first transfer to the end of the window's barrier; a \
+             sample is bytes moved over that time; figure = the highest over the sweeps of the \
+             median of the samples, in MB/s (10^6 bytes/s).",
+            measure::WARMUP_WINDOWS,
+            measure::SAMPLES,
+            args.sample_ms
+        ),
+        "Breakdown: rank 0's time inside the transfer calls (nwrite_slice returns once its \
+         data is handed to the comm layer; MPI_Send once its buffer may be reused), per \
+         transfer, and in the barrier, per window."
+            .to_owned(),
+    ];
+    for &c in configs {
+        let mut line = format!("{}: {}", c.column(), description(c));
+        if c == Config::Tcp {
+            line.push_str(&format!("; MTTL_SPIN_US={spin}"));
+        }
+        lines.push(line);
+    }
+    lines
+}
+
+/// Remarks about what was not measured, and about busy neighbours.
+fn notes(configs: &[Config], busy_log: &[(usize, Config, f64)]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let busy: Vec<String> = busy_log
+        .iter()
+        .filter(|(_, _, b)| *b >= BUSY_WARNING)
+        .map(|(sweep, config, b)| format!("sweep {sweep} {}: {b:.1}", config.name()))
+        .collect();
+    if busy.is_empty() {
+        notes.push(format!(
+            "The machine was quiet before every run (other processes kept less than \
+             {BUSY_WARNING} CPU busy)."
+        ));
+    } else {
+        notes.push(format!(
+            "Other processes kept CPUs busy just before some runs ({}); those runs may be \
+             slow, and a best-of-K figure is clean only if another sweep was quiet.",
+            busy.join(", ")
+        ));
+    }
+    if !cfg!(feature = "mpi") {
+        notes.push(format!(
+            "This mttl-bench was built without the `mpi` feature, so only mttl's TCP backend \
+             was measured and the targets were not checked. For the MPI configurations run \
+             `{MPI_BUILD_HINT}`."
+        ));
+    } else if configs.len() < Config::ALL.len() {
+        let missing: Vec<&str> = Config::ALL
+            .into_iter()
+            .filter(|c| !configs.contains(c))
+            .map(Config::name)
+            .collect();
+        notes.push(format!(
+            "Not measured this time (see --backends): {}.",
+            missing.join(", ")
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_bounded() {
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert!(parse_size("128M").is_err());
+        assert!(parse_size("0").is_err());
+    }
+
+    #[test]
+    fn output_files_sit_side_by_side() {
+        let files = OutputFiles::new(Some(Path::new("out/x.csv")));
+        assert_eq!(files.svg, Path::new("out/x.svg"));
+        assert_eq!(files.png, Path::new("out/x.png"));
+        let dir = std::env::temp_dir();
+        assert_eq!(OutputFiles::new(Some(&dir)).csv, dir.join("rwrite.csv"));
+        assert_eq!(
+            OutputFiles::new(Some(Path::new("new-dir/"))).csv,
+            Path::new("new-dir/rwrite.csv")
+        );
+        assert_eq!(OutputFiles::new(None).csv, Path::new(DEFAULT_CSV));
+    }
+}

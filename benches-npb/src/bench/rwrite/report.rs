@@ -1,0 +1,472 @@
+//! From the runs to the figures: per configuration and size, the best run
+//! (highest median throughput over the sweeps), each mttl configuration's
+//! ratio to its reference, the targets check, and the table, JSON and CSV
+//! forms of all that.
+//!
+//! | mttl       | reference    | same transport                            |
+//! |------------|--------------|-------------------------------------------|
+//! | `mttl-mpi` | `raw-mpi`    | Open MPI's default (shared memory here)   |
+//! | `mttl-tcp` | `ompi-tcp`   | TCP on loopback (`raw-mpi-tcp`)           |
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+use super::results::RunResult;
+use crate::bench::comm::Config;
+
+/// The paper's comparison: remote-write throughput against raw MPI.
+pub(super) const TARGET_SMALL: (usize, f64) = (512, 0.8);
+/// From this size up, the large-message target.
+pub(super) const TARGET_LARGE: (usize, f64) = (64 << 10, 0.95);
+
+/// Each mttl configuration and the raw MPI one it is compared with.
+pub(super) const PAIRS: [(Config, Config); 2] = [
+    (Config::Mpi, Config::RawMpi),
+    (Config::Tcp, Config::RawMpiTcp),
+];
+
+/// The reference `config` is compared with, if it is an mttl one.
+pub(super) fn reference_of(config: Config) -> Option<Config> {
+    PAIRS.iter().find(|(m, _)| *m == config).map(|&(_, r)| r)
+}
+
+/// A size as a person reads it: `512 B`, `4 KiB`, `1 MiB`.
+pub(super) fn size_label(size: usize) -> String {
+    const UNITS: [(usize, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (unit, suffix) in UNITS {
+        if size >= unit && size % unit == 0 {
+            return format!("{} {suffix}", size / unit);
+        }
+    }
+    format!("{size} B")
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if sorted.is_empty() {
+        return None;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    Some(if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    })
+}
+
+/// The figures kept for one configuration and size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Best {
+    /// The best run's median throughput, bytes per second.
+    pub(super) bytes_per_s: f64,
+    /// That run's median time issuing one transfer on rank 0, µs.
+    pub(super) issue_us: f64,
+    /// That run's median time synchronising once, µs.
+    pub(super) sync_us: f64,
+    /// Transfers per window.
+    pub(super) window: u64,
+    /// Windows per sample in that run.
+    pub(super) windows: u64,
+}
+
+impl Best {
+    /// Megabytes (10⁶ bytes) per second.
+    pub(super) fn mb_per_s(&self) -> f64 {
+        self.bytes_per_s / 1e6
+    }
+}
+
+/// The best of `runs` at `size`.
+fn best_of(size: usize, runs: &[RunResult]) -> Option<Best> {
+    let mut best: Option<Best> = None;
+    for s in runs
+        .iter()
+        .flat_map(|r| &r.sizes)
+        .filter(|s| s.size == size as u64)
+    {
+        let (Some(bw), Some(issue), Some(sync)) = (
+            median(&s.bytes_per_s),
+            median(&s.issue_us),
+            median(&s.sync_us),
+        ) else {
+            continue;
+        };
+        if best.is_none_or(|b| bw > b.bytes_per_s) {
+            best = Some(Best {
+                bytes_per_s: bw,
+                issue_us: issue,
+                sync_us: sync,
+                window: s.window,
+                windows: s.windows,
+            });
+        }
+    }
+    best
+}
+
+/// How one mttl configuration fared against a target.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct TargetCheck {
+    /// `mttl-mpi vs raw-mpi`, say.
+    pub(super) pair: (Config, Config),
+    /// What is asked, e.g. `at 512 B`.
+    pub(super) what: String,
+    /// The threshold ratio.
+    pub(super) threshold: f64,
+    /// The worst ratio over the sizes concerned and where, if measured.
+    pub(super) worst: Option<(f64, usize)>,
+}
+
+impl TargetCheck {
+    fn met(&self) -> Option<bool> {
+        self.worst.map(|(r, _)| r >= self.threshold)
+    }
+
+    fn verdict(&self) -> &'static str {
+        match self.met() {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "not measured",
+        }
+    }
+}
+
+/// Every configuration's best figures, by size.
+#[derive(Debug, Clone)]
+pub(super) struct Summary {
+    pub(super) sizes: Vec<usize>,
+    pub(super) configs: Vec<Config>,
+    /// `best[c][s]`: configuration `configs[c]` at `sizes[s]`.
+    best: Vec<Vec<Option<Best>>>,
+    /// Runs kept per configuration.
+    runs: Vec<usize>,
+}
+
+impl Summary {
+    /// The best run of each configuration at each size.
+    pub(super) fn new(sizes: &[usize], runs: &[(Config, Vec<RunResult>)]) -> Summary {
+        Summary {
+            sizes: sizes.to_vec(),
+            configs: runs.iter().map(|(c, _)| *c).collect(),
+            best: runs
+                .iter()
+                .map(|(_, r)| sizes.iter().map(|&s| best_of(s, r)).collect())
+                .collect(),
+            runs: runs.iter().map(|(_, r)| r.len()).collect(),
+        }
+    }
+
+    /// The best figures of `config` at `size`.
+    pub(super) fn get(&self, config: Config, size: usize) -> Option<Best> {
+        let c = self.configs.iter().position(|&k| k == config)?;
+        let s = self.sizes.iter().position(|&k| k == size)?;
+        self.best[c][s]
+    }
+
+    /// mttl's throughput over its reference's, at `size`.
+    pub(super) fn ratio(&self, config: Config, size: usize) -> Option<f64> {
+        let reference = reference_of(config)?;
+        let (m, r) = (self.get(config, size)?, self.get(reference, size)?);
+        (r.bytes_per_s > 0.0).then(|| m.bytes_per_s / r.bytes_per_s)
+    }
+
+    /// The pairs both of whose configurations were measured.
+    fn pairs(&self) -> impl Iterator<Item = (Config, Config)> + '_ {
+        PAIRS
+            .into_iter()
+            .filter(|(m, r)| self.configs.contains(m) && self.configs.contains(r))
+    }
+
+    /// Both targets for every pair measured.
+    pub(super) fn targets(&self) -> Vec<TargetCheck> {
+        let mut checks = Vec::new();
+        for pair in self.pairs() {
+            let worst = |sizes: &mut dyn Iterator<Item = usize>| {
+                sizes
+                    .filter_map(|s| Some((self.ratio(pair.0, s)?, s)))
+                    .min_by(|a, b| a.0.total_cmp(&b.0))
+            };
+            let (small, small_min) = TARGET_SMALL;
+            checks.push(TargetCheck {
+                pair,
+                what: format!("at {}", size_label(small)),
+                threshold: small_min,
+                worst: worst(&mut std::iter::once(small)),
+            });
+            let (large, large_min) = TARGET_LARGE;
+            checks.push(TargetCheck {
+                pair,
+                what: format!("at every size from {}", size_label(large)),
+                threshold: large_min,
+                worst: worst(&mut self.sizes.iter().copied().filter(|&s| s >= large)),
+            });
+        }
+        checks
+    }
+
+    /// The throughput table with the ratios, and the breakdown table.
+    pub(super) fn tables(&self) -> String {
+        let mut t = String::new();
+        let reps = self.runs.iter().copied().max().unwrap_or(0);
+        let _ = writeln!(
+            t,
+            "Remote-write throughput, 2 ranks on this machine, MB/s (10^6 bytes/s), best of \
+             {reps} sweep(s)\n"
+        );
+        let _ = write!(t, "{:>8}", "size");
+        for c in &self.configs {
+            let _ = write!(t, "  {:>9}", c.column());
+        }
+        let pairs: Vec<_> = self.pairs().collect();
+        for (m, r) in &pairs {
+            let _ = write!(t, "  {:>17}", format!("{}/{}", m.column(), r.column()));
+        }
+        t.push('\n');
+        for &size in &self.sizes {
+            let _ = write!(t, "{:>8}", size_label(size));
+            for &c in &self.configs {
+                let cell = self
+                    .get(c, size)
+                    .map_or("-".to_owned(), |b| format!("{:.1}", b.mb_per_s()));
+                let _ = write!(t, "  {cell:>9}");
+            }
+            for (m, _) in &pairs {
+                let cell = self
+                    .ratio(*m, size)
+                    .map_or("-".to_owned(), |r| format!("{r:.2}x"));
+                let _ = write!(t, "  {cell:>17}");
+            }
+            t.push('\n');
+        }
+        let _ = writeln!(
+            t,
+            "\nBreakdown of the best run: rank 0's µs issuing one transfer (nwrite / \
+             MPI_Send) | µs per window synchronising (barrier / MPI_Barrier)\n"
+        );
+        let _ = write!(t, "{:>8}  {:>6}", "size", "window");
+        for c in &self.configs {
+            let _ = write!(t, "  {:>17}", c.column());
+        }
+        t.push('\n');
+        for &size in &self.sizes {
+            let window = self
+                .configs
+                .iter()
+                .find_map(|&c| self.get(c, size))
+                .map_or("-".to_owned(), |b| b.window.to_string());
+            let _ = write!(t, "{:>8}  {window:>6}", size_label(size));
+            for &c in &self.configs {
+                let cell = self.get(c, size).map_or("-".to_owned(), |b| {
+                    format!("{} | {}", fmt_us(b.issue_us), fmt_us(b.sync_us))
+                });
+                let _ = write!(t, "  {cell:>17}");
+            }
+            t.push('\n');
+        }
+        t
+    }
+
+    /// The targets check as text.
+    pub(super) fn targets_text(&self) -> String {
+        let checks = self.targets();
+        let mut t = format!(
+            "\nTargets (2 ranks): remote-write throughput >= {:.2}x raw MPI at {}, >= {:.2}x \
+             from {} up (the paper lost up to 50% below 512 B)\n",
+            TARGET_SMALL.1,
+            size_label(TARGET_SMALL.0),
+            TARGET_LARGE.1,
+            size_label(TARGET_LARGE.0)
+        );
+        if checks.is_empty() {
+            t.push_str(
+                "  not checked: no mttl configuration was measured with its reference \
+                 (mttl-mpi with raw-mpi, mttl-tcp with raw-mpi-tcp)\n",
+            );
+        }
+        for c in &checks {
+            let worst = c
+                .worst
+                .map_or("no such size measured".to_owned(), |(r, s)| {
+                    format!("worst {r:.2}x at {}", size_label(s))
+                });
+            let _ = writeln!(
+                t,
+                "  {} vs {} {}: {worst} (target >= {:.2}x): {}",
+                c.pair.0.column(),
+                c.pair.1.column(),
+                c.what,
+                c.threshold,
+                c.verdict()
+            );
+        }
+        t
+    }
+
+    /// Every figure as JSON.
+    pub(super) fn to_json(&self) -> Value {
+        let sizes: Vec<Value> = self
+            .sizes
+            .iter()
+            .map(|&size| {
+                let mut entry = json!({ "size": size, "label": size_label(size) });
+                for &c in &self.configs {
+                    entry[c.column()] = self.get(c, size).map_or(Value::Null, |b| {
+                        json!({
+                            "mb_per_s": b.mb_per_s(),
+                            "issue_us": b.issue_us,
+                            "sync_us": b.sync_us,
+                            "window": b.window,
+                            "windows_per_sample": b.windows,
+                        })
+                    });
+                }
+                let ratios: serde_json::Map<String, Value> = self
+                    .pairs()
+                    .map(|(m, r)| {
+                        let ratio = self.ratio(m, size).map_or(Value::Null, Value::from);
+                        (format!("{}/{}", m.column(), r.column()), ratio)
+                    })
+                    .collect();
+                entry["ratios"] = Value::Object(ratios);
+                entry
+            })
+            .collect();
+        let targets: Vec<Value> = self
+            .targets()
+            .iter()
+            .map(|c| {
+                json!({
+                    "mttl": c.pair.0.column(),
+                    "reference": c.pair.1.column(),
+                    "what": c.what,
+                    "threshold": c.threshold,
+                    "worst_ratio": c.worst.map(|(r, _)| r),
+                    "worst_size": c.worst.map(|(_, s)| s),
+                    "met": c.met(),
+                })
+            })
+            .collect();
+        json!({
+            "unit": "MB/s (10^6 bytes per second)",
+            "configs": self.configs.iter().map(|c| c.column()).collect::<Vec<_>>(),
+            "sizes": sizes,
+            "targets": targets,
+        })
+    }
+
+    /// One CSV row per configuration and size.
+    pub(super) fn to_csv(&self) -> String {
+        let mut t = String::from(
+            "config,size_bytes,mb_per_s,reference,ratio,issue_us,sync_us_per_window,window,\
+             windows_per_sample\n",
+        );
+        for &c in &self.configs {
+            for &size in &self.sizes {
+                let Some(b) = self.get(c, size) else { continue };
+                let reference = reference_of(c).map_or("", Config::column);
+                let ratio = self
+                    .ratio(c, size)
+                    .map_or(String::new(), |r| format!("{r:.4}"));
+                let _ = writeln!(
+                    t,
+                    "{},{size},{:.3},{reference},{ratio},{:.4},{:.3},{},{}",
+                    c.column(),
+                    b.mb_per_s(),
+                    b.issue_us,
+                    b.sync_us,
+                    b.window,
+                    b.windows
+                );
+            }
+        }
+        t
+    }
+}
+
+fn fmt_us(us: f64) -> String {
+    if us < 10.0 {
+        format!("{us:.3}")
+    } else if us < 1000.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.0}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::rwrite::measure::SizeSamples;
+
+    fn run(size: u64, bytes_per_s: &[f64]) -> RunResult {
+        RunResult {
+            backend: "x".into(),
+            sizes: vec![SizeSamples {
+                size,
+                window: 8,
+                windows: 2,
+                bytes_per_s: bytes_per_s.to_vec(),
+                issue_us: vec![1.0; bytes_per_s.len()],
+                sync_us: vec![2.0; bytes_per_s.len()],
+            }],
+        }
+    }
+
+    #[test]
+    fn the_best_run_median_is_kept() {
+        let runs = vec![run(512, &[1e6, 5e6, 3e6]), run(512, &[2e6, 2e6, 9e6])];
+        let summary = Summary::new(&[512], &[(Config::Mpi, runs)]);
+        let best = summary.get(Config::Mpi, 512).expect("512 was measured");
+        assert_eq!(best.bytes_per_s, 3e6);
+        assert_eq!(best.mb_per_s(), 3.0);
+        assert!(summary.get(Config::Mpi, 8).is_none());
+    }
+
+    #[test]
+    fn ratios_and_targets_compare_with_the_reference() {
+        let sizes = [512, 64 << 10, 1 << 20];
+        let runs = |bw: [f64; 3]| {
+            vec![RunResult {
+                backend: "x".into(),
+                sizes: sizes
+                    .iter()
+                    .zip(bw)
+                    .map(|(&s, b)| run(s as u64, &[b]).sizes.remove(0))
+                    .collect(),
+            }]
+        };
+        let summary = Summary::new(
+            &sizes,
+            &[
+                (Config::Mpi, runs([0.9, 0.99, 0.9])),
+                (Config::RawMpi, runs([1.0, 1.0, 1.0])),
+                (Config::Tcp, runs([1.0, 1.0, 1.0])),
+            ],
+        );
+        assert_eq!(summary.ratio(Config::Mpi, 512), Some(0.9));
+        assert_eq!(summary.ratio(Config::RawMpi, 512), None);
+        assert_eq!(summary.ratio(Config::Tcp, 512), None, "no ompi-tcp");
+        let checks = summary.targets();
+        assert_eq!(checks.len(), 2, "only the MPI pair was measured");
+        assert_eq!(checks[0].met(), Some(true));
+        assert_eq!(checks[1].worst, Some((0.9, 1 << 20)));
+        assert_eq!(checks[1].met(), Some(false));
+        let text = summary.targets_text();
+        assert!(text.contains("MISSED"), "{text}");
+        let csv = summary.to_csv();
+        assert_eq!(csv.lines().count(), 1 + 3 * 3);
+        assert!(csv.contains("mttl-mpi,512,0.000,raw-mpi,0.9000,"), "{csv}");
+        let json = summary.to_json();
+        assert_eq!(json["sizes"][0]["ratios"]["mttl-mpi/raw-mpi"], 0.9);
+    }
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(size_label(8), "8 B");
+        assert_eq!(size_label(4096), "4 KiB");
+        assert_eq!(size_label(1 << 20), "1 MiB");
+        assert_eq!(size_label(1536), "1536 B");
+    }
+}

@@ -1,0 +1,133 @@
+//! The results file a worker job's rank 0 writes and the orchestrator reads:
+//! one JSON object per run.
+//!
+//! ```json
+//! {"config": "mpi", "backend": "mpi",
+//!  "sizes": [{"size": 512, "window": 1024, "windows": 40,
+//!             "bytes_per_s": [1.2e9, ...], "issue_us": [0.4, ...],
+//!             "sync_us": [12.0, ...]}]}
+//! ```
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::measure::SizeSamples;
+use crate::bench::comm::CommBenchError;
+
+/// One run of one configuration: rank 0's samples for every size.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct RunResult {
+    /// The backend the worker actually ran on (`tcp`, `mpi`, or `rsmpi`).
+    pub(super) backend: String,
+    /// The sizes, in the order measured.
+    pub(super) sizes: Vec<SizeSamples>,
+}
+
+impl RunResult {
+    /// The file's JSON text for `config`.
+    fn to_json(&self, config: &str) -> Value {
+        let sizes: Vec<Value> = self
+            .sizes
+            .iter()
+            .map(|s| {
+                json!({
+                    "size": s.size,
+                    "window": s.window,
+                    "windows": s.windows,
+                    "bytes_per_s": s.bytes_per_s,
+                    "issue_us": s.issue_us,
+                    "sync_us": s.sync_us,
+                })
+            })
+            .collect();
+        json!({ "config": config, "backend": self.backend, "sizes": sizes })
+    }
+
+    /// Writes the file at `path`.
+    pub(super) fn write(&self, config: &str, path: &Path) -> Result<(), CommBenchError> {
+        let text = self.to_json(config).to_string();
+        std::fs::write(path, text).map_err(|source| CommBenchError::Io {
+            what: "write the results file",
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    /// Reads the file `config`'s worker wrote at `path`.
+    pub(super) fn read(config: &'static str, path: &Path) -> Result<RunResult, CommBenchError> {
+        let bad = |detail: String| CommBenchError::BadResults {
+            config,
+            path: path.to_owned(),
+            detail,
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| CommBenchError::Io {
+            what: "read the results file",
+            path: path.to_owned(),
+            source,
+        })?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        RunResult::from_json(config, &value).map_err(bad)
+    }
+
+    /// Parses the file's JSON, checking it names `config`.
+    fn from_json(config: &str, value: &Value) -> Result<RunResult, String> {
+        let named = value["config"].as_str().unwrap_or_default();
+        if named != config {
+            return Err(format!("it names configuration {named:?}"));
+        }
+        let backend = value["backend"]
+            .as_str()
+            .ok_or("it names no backend")?
+            .to_owned();
+        let entries = value["sizes"].as_array().ok_or("it has no sizes")?;
+        let mut sizes = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let count = |field: &str| {
+                entry[field]
+                    .as_u64()
+                    .ok_or(format!("a size lacks a valid {field:?}"))
+            };
+            let figures = |field: &str| -> Result<Vec<f64>, String> {
+                entry[field]
+                    .as_array()
+                    .ok_or(format!("a size lacks {field:?}"))?
+                    .iter()
+                    .map(|v| v.as_f64().ok_or(format!("{field:?} holds a non-number")))
+                    .collect()
+            };
+            sizes.push(SizeSamples {
+                size: count("size")?,
+                window: count("window")?,
+                windows: count("windows")?,
+                bytes_per_s: figures("bytes_per_s")?,
+                issue_us: figures("issue_us")?,
+                sync_us: figures("sync_us")?,
+            });
+        }
+        Ok(RunResult { backend, sizes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_round_trip_through_json() {
+        let run = RunResult {
+            backend: "mpi".into(),
+            sizes: vec![SizeSamples {
+                size: 512,
+                window: 1024,
+                windows: 7,
+                bytes_per_s: vec![1e9, 1.5e9],
+                issue_us: vec![0.25, 0.5],
+                sync_us: vec![12.0, 13.5],
+            }],
+        };
+        let value = run.to_json("mpi");
+        assert_eq!(RunResult::from_json("mpi", &value), Ok(run));
+        assert!(RunResult::from_json("tcp", &value).is_err());
+    }
+}
