@@ -15,12 +15,12 @@
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
+use std::fmt;
 use std::mem::ManuallyDrop;
 
 use super::raw::{MpiCode, Request, World};
 
 /// One started `MPI_Isend` and the buffer it reads.
-#[derive(Debug)]
 struct InFlight {
     seq: u64,
     request: Request,
@@ -29,12 +29,26 @@ struct InFlight {
 }
 
 impl InFlight {
-    /// Frees the buffer of a send that `MPI_Test` reported complete.
-    fn release(mut self) {
-        // SAFETY: called only after MPI_Test reported the send complete, so
-        // MPI no longer reads the buffer; `self` is consumed, so the buffer
-        // is dropped exactly once.
+    /// Frees the buffer.
+    ///
+    /// # Safety
+    ///
+    /// `MPI_Test` must have reported this send complete, so MPI no longer
+    /// reads the buffer.
+    unsafe fn release(mut self) {
+        // SAFETY: the send is complete (caller's contract); `self` is
+        // consumed, so the buffer is dropped exactly once.
         unsafe { ManuallyDrop::drop(&mut self.buf) };
+    }
+}
+
+impl fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InFlight")
+            .field("seq", &self.seq)
+            .field("request", &self.request)
+            .field("len", &self.buf.len())
+            .finish()
     }
 }
 
@@ -145,7 +159,8 @@ impl PendingSends {
             return Ok(SendState::InFlight);
         }
         if let Some(done) = queue.in_flight.remove(at) {
-            done.release();
+            // SAFETY: MPI_Test just reported this send complete.
+            unsafe { done.release() };
             self.in_flight -= 1;
         }
         Ok(SendState::Done)
@@ -164,7 +179,8 @@ impl PendingSends {
                 return Ok(());
             }
             if let Some(done) = queue.in_flight.pop_front() {
-                done.release();
+                // SAFETY: MPI_Test just reported this send complete.
+                unsafe { done.release() };
                 self.in_flight -= 1;
             }
         }

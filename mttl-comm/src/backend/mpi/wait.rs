@@ -12,6 +12,11 @@
 //!    machine (CI runs 4 ranks on 2 cores).
 //! 3. It never sleeps past the caller's deadline and says when it has passed.
 //!
+//! A large send waits for the receiver to copy the message, not for an
+//! event that may never come, so its spin is stretched by the time the copy
+//! should take ([`transfer_time`]): napping mid-copy would delay whatever
+//! the receiver does next (often its reply).
+//!
 //! The clock is read lazily and, while spinning, only every few polls,
 //! because a clock read (about 27 ns here) costs about as much as a poll.
 //!
@@ -36,6 +41,9 @@ const MAX_NAP: Duration = Duration::from_millis(1);
 const MAX_SPIN_FLOOR: Duration = Duration::from_millis(1);
 /// While spinning, the clock is read once per this many polls.
 const POLLS_PER_CLOCK_READ: u32 = 16;
+/// A bandwidth every transport mttl runs on should reach (shared memory
+/// copies at well over 10 GiB/s here): [`transfer_time`] estimates from it.
+const ASSUMED_BANDWIDTH: u64 = 1 << 30;
 
 /// The spin time for this process: `configured`, raised to twice the real
 /// duration of the shortest of a few first naps unless `explicit` (the user
@@ -54,11 +62,6 @@ pub(super) fn spin_time(configured: Duration, explicit: bool) -> Duration {
         .unwrap_or(FIRST_NAP);
     configured.max((shortest_nap * 2).min(MAX_SPIN_FLOOR))
 }
-
-/// A bandwidth every transport reaches (shared memory copies at several
-/// GiB/s, TCP on the CI VM at about 4.5 GiB/s): how long a large send is
-/// expected to keep its sender waiting is estimated from it.
-const ASSUMED_BANDWIDTH: u64 = 1 << 30;
 
 /// How long a send of `len` bytes should take at [`ASSUMED_BANDWIDTH`]: a
 /// sender waiting on a transfer in progress spins about this long more
@@ -215,6 +218,13 @@ mod tests {
             "gave up early, after {took:?}"
         );
         assert!(!backoff.progressed(), "the timeout outlives progress");
+    }
+
+    #[test]
+    fn transfer_time_follows_the_assumed_bandwidth() {
+        assert_eq!(transfer_time(0), Duration::ZERO);
+        assert_eq!(transfer_time(1 << 30), Duration::from_secs(1));
+        assert_eq!(transfer_time(1 << 20), Duration::from_nanos(976_562));
     }
 
     #[test]
