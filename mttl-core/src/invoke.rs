@@ -305,7 +305,13 @@ where
         let slot = rt.cells.insert(cell.weak_any(), deliver_reply);
         let header = HeaderBuf::with_capacity(12).u64(entry.id).u32(slot).bytes;
         if let Err(e) = rt.post_owned(node, wire::INVOKE, &header, body) {
-            rt.fail(&format!("invoke of {} on rank {node}: {}: {}", entry.name, e.op, e.kind), 1);
+            rt.fail(
+                &format!(
+                    "invoke of {} on rank {node}: {}: {}",
+                    entry.name, e.op, e.kind
+                ),
+                1,
+            );
         }
         slot
     });

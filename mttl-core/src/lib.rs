@@ -36,19 +36,19 @@ pub use codec::{Decode, Encode};
 /// The serialisation crate, for `#[derive(mttl::Encode, mttl::Decode)]` with
 /// `#[bincode(crate = "mttl::bincode")]`.
 pub use bincode;
-pub use invoke::{ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError, RemoteMethod};
-pub use registry::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};
-pub use runtime::{backend_name, rank, size, start, stats, MainResult};
-pub use stats::Stats;
-pub use global::{
-    fence, try_fence, AtomicInt, BorrowError, GlobalArray, GlobalError, GlobalErrorKind, GlobalObject,
-    GlobalPtr, GlobalRef, GlobalRefMut,
-};
 pub use coll::{
     allgather, allreduce, allreduce_max, allreduce_max_slice, allreduce_min, allreduce_min_slice,
     allreduce_slice, allreduce_sum, allreduce_sum_slice, alltoall, alltoall_slice, alltoallv,
     barrier, broadcast, broadcast_slice, gather, reduce,
 };
+pub use global::{
+    fence, try_fence, AtomicInt, BorrowError, GlobalArray, GlobalError, GlobalErrorKind,
+    GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut,
+};
+pub use invoke::{ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError, RemoteMethod};
+pub use registry::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};
+pub use runtime::{backend_name, rank, size, start, stats, MainResult};
+pub use stats::Stats;
 pub use sync::{GlobalSync, SyncCell};
 pub use thread::yield_now;
 

@@ -171,7 +171,10 @@ mod tests {
     ];
 
     /// FACTS.md: the k-th value from seed 314159265.
-    #[expect(clippy::excessive_precision, reason = "the digits as the reference prints them")]
+    #[expect(
+        clippy::excessive_precision,
+        reason = "the digits as the reference prints them"
+    )]
     const VALUES: [(u64, f64); 5] = [
         (1, 0.794_521_911_188_738_27),
         (2, 0.869_065_273_874_539_91),
