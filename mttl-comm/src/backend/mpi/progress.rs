@@ -9,13 +9,13 @@
 //! in both directions) is kept by draining: whenever a primitive waits, it
 //! also receives what others sent into the inbox, in arrival order.
 //!
-//! | waiting in        | drains                                                  |
-//! |-------------------|---------------------------------------------------------|
-//! | `recv_from(src)`  | other senders' messages, every few polls (every poll once parked) |
-//! | `recv_any`        | nothing more: it takes whatever comes                   |
-//! | large `send`      | everything, while its `MPI_Isend` is in flight          |
-//! | `send_done`       | one message, when the send is still in flight           |
-//! | `finish`          | everything, until no send is in flight                  |
+//! | waiting in       | drains                                                     |
+//! |------------------|------------------------------------------------------------|
+//! | `recv_from(src)` | other senders' messages, every few polls (each once parked) |
+//! | `recv_any`       | nothing more: it takes whatever comes                      |
+//! | large `send`     | every few polls (each once parked), until the send is done |
+//! | `send_done`      | one message, when the send is still in flight              |
+//! | `finish`         | at every poll, until no send is in flight                  |
 //!
 //! Receiving a drained message whose sender is not inside MPI at that moment
 //! can wait for the sender's next MPI call on transports where the sender
@@ -30,9 +30,10 @@ use super::MpiComm;
 use crate::comm::{Message, Rank, Tag};
 use crate::error::{CommError, ErrorKind, Op};
 
-/// While spinning in `recv_from`, other senders are drained once per this
-/// many polls (a probe for any source costs about as much as the probe for
-/// the awaited one, so draining at every poll would slow the fast path).
+/// While spinning in `recv_from` or a large `send`, incoming messages are
+/// drained once per this many polls (a drain's probe costs about as much as
+/// the poll for what the wait is for, so draining at every poll would slow
+/// the fast path; once parked, every poll drains).
 const DRAIN_EVERY: u32 = 8;
 
 impl MpiComm {
@@ -151,27 +152,31 @@ impl MpiComm {
         // end, so it spins for about as long as the copy takes before parking
         // (a nap would delay the receiver's next step, e.g. its reply).
         let mut backoff = Backoff::new(self.spin + wait::transfer_time(data.len()), None);
+        let mut polls: u32 = 0;
         loop {
             match self.world.test(&mut request) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(code) => return Err(self.mpi_error(op, code)),
             }
-            match self.drain_one(op) {
-                Ok(true) => {
-                    backoff.progressed();
-                }
-                Ok(false) => {
-                    if backoff.parked() {
-                        self.reap_all(op)?;
+            polls = polls.wrapping_add(1);
+            if backoff.parked() || polls % DRAIN_EVERY == 0 {
+                match self.drain_one(op) {
+                    Ok(true) => {
+                        backoff.progressed();
+                        continue;
                     }
-                    backoff.idle();
-                }
-                Err(error) => {
-                    self.wait_without_draining(&mut request);
-                    return Err(error);
+                    Ok(false) => {}
+                    Err(error) => {
+                        self.wait_without_draining(&mut request);
+                        return Err(error);
+                    }
                 }
             }
+            if backoff.parked() {
+                self.reap_all(op)?;
+            }
+            backoff.idle();
         }
     }
 
