@@ -17,8 +17,9 @@
 //! 2. For each of the K sweeps (`--reps`), and in each sweep for every
 //!    configuration, in an order rotated by one per sweep (so no
 //!    configuration always runs first on this shared, noisy machine), it
-//!    starts its own executable as a two-rank job: `mttl-bench comm --worker
-//!    CONFIG --out FILE --sizes ...`. MPI configurations go through the
+//!    waits up to `--settle` seconds for other processes to leave the CPUs
+//!    idle, then starts its own executable as a two-rank job: `mttl-bench
+//!    comm --worker CONFIG --out FILE --sizes ...`. MPI configurations go through the
 //!    launcher's MPI hand-over (`mpirun --oversubscribe -np 2`, plus
 //!    `--allow-run-as-root` as root); `raw-mpi-tcp` also passes
 //!    `OMPI_MCA_pml=ob1` and `OMPI_MCA_btl=tcp,self` to its ranks.
@@ -27,9 +28,12 @@
 //!    rank 0 writes its samples to FILE ([`results`](self::results)) before
 //!    both leave the job.
 //! 4. The orchestrator reads FILE. A job that fails stops the benchmark
-//!    with the job's exit status.
+//!    with the job's exit status. A job during which other processes kept
+//!    more than [`BUSY_WARNING`] CPU busy ([`load::Meter`]) is *disturbed*:
+//!    it is repeated, up to [`RETRIES`] times, and its figures count only if
+//!    no undisturbed run of that configuration exists.
 //! 5. After the last sweep it keeps, per configuration and size, the best
-//!    run ([`report`](self::report)), prints the tables, how it measured and
+//!    undisturbed run ([`report`](self::report)), prints the tables, how it measured and
 //!    the targets check (or one JSON document with `--json`), and removes
 //!    the temporary directory.
 
@@ -42,7 +46,7 @@ mod results;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use mttl_comm::launch::{self, BackendKind, JobSpec};
@@ -67,8 +71,11 @@ const DEFAULT_SIZES: &[usize] = &[
     16 << 20,
 ];
 
-/// Foreign load, in CPUs, above which a run is flagged as possibly disturbed.
+/// Foreign load, in CPUs, above which a run counts as disturbed.
 const BUSY_WARNING: f64 = 0.25;
+
+/// How many times a disturbed run is repeated within one sweep.
+const RETRIES: usize = 2;
 
 /// The largest size accepted (bandwidth windows hold several in memory).
 const MAX_SIZE: usize = 256 << 20;
@@ -173,12 +180,26 @@ pub struct CommArgs {
     /// build has (the MPI ones need the cargo feature `mpi`).
     #[arg(long, value_delimiter = ',')]
     backends: Option<Vec<Config>>,
+    /// Before each job, wait up to this many seconds for other processes to
+    /// leave the CPUs idle (this machine may be shared).
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = parse_settle)]
+    settle: f64,
     /// Run as a worker rank of this configuration (used by the orchestrator).
     #[arg(long, hide = true, requires = "out")]
     worker: Option<Config>,
     /// Where a worker's rank 0 writes its results.
     #[arg(long, hide = true)]
     out: Option<PathBuf>,
+}
+
+/// Parses a number of seconds to wait, 0 to 3600.
+fn parse_settle(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(secs),
+        _ => Err(format!(
+            "{text:?} is not a number of seconds from 0 to 3600"
+        )),
+    }
 }
 
 /// Parses a size such as `8`, `64K`, `1MiB`.
@@ -276,6 +297,63 @@ impl Drop for TempDir {
     }
 }
 
+/// One worker job the orchestrator ran, and how disturbed it was.
+#[derive(Debug, Clone, Copy)]
+struct JobLog {
+    sweep: usize,
+    config: Config,
+    attempt: usize,
+    /// CPUs others kept busy just before the job.
+    busy_before: Option<f64>,
+    /// CPUs others kept busy, on average, while the job ran.
+    busy_during: Option<f64>,
+    seconds: f64,
+}
+
+impl JobLog {
+    fn disturbed(&self) -> bool {
+        self.busy_during.is_some_and(|b| b >= BUSY_WARNING)
+    }
+
+    fn to_json(self) -> serde_json::Value {
+        serde_json::json!({
+            "sweep": self.sweep,
+            "config": self.config.name(),
+            "attempt": self.attempt,
+            "busy_cpus_before": self.busy_before,
+            "busy_cpus_during": self.busy_during,
+            "disturbed": self.disturbed(),
+            "seconds": self.seconds,
+        })
+    }
+}
+
+/// Runs one worker job of `config` and reads its results.
+fn run_job(
+    config: Config,
+    program: &Path,
+    args: Vec<String>,
+    out: &Path,
+) -> Result<RunResult, CommBenchError> {
+    let outcome =
+        launch::run(&config.job(program, args)).map_err(|source| CommBenchError::Launch {
+            config: config.name(),
+            source,
+        })?;
+    if !outcome.success() {
+        return Err(CommBenchError::WorkerFailed {
+            config: config.name(),
+            code: outcome.exit_code,
+            hint: if config.needs_mpi() {
+                " (is Open MPI's mpirun the one this program was built against?)"
+            } else {
+                ""
+            },
+        });
+    }
+    RunResult::read(config.name(), out)
+}
+
 /// Steps 1 to 5 of the module docs.
 fn orchestrate(args: &CommArgs, sizes: &[usize]) -> Result<(), CommBenchError> {
     let configs = chosen_configs(args)?;
@@ -290,76 +368,70 @@ fn orchestrate(args: &CommArgs, sizes: &[usize]) -> Result<(), CommBenchError> {
         .map(usize::to_string)
         .collect::<Vec<_>>()
         .join(",");
-    let mut busy_log: Vec<(usize, Config, f64)> = Vec::new();
+    let mut log: Vec<JobLog> = Vec::new();
     let mut runs: Vec<(Config, Vec<RunResult>)> =
         configs.iter().map(|&c| (c, Vec::new())).collect();
     for rep in 0..args.reps as usize {
         for k in 0..configs.len() {
             let i = (k + rep) % configs.len();
             let config = configs[i];
-            let out = dir.0.join(format!("{}-{rep}.json", config.name()));
-            let worker_args = vec![
-                "comm".to_owned(),
-                "--worker".to_owned(),
-                config.name().to_owned(),
-                "--out".to_owned(),
-                out.to_string_lossy().into_owned(),
-                "--sizes".to_owned(),
-                size_list.clone(),
-            ];
-            eprint!(
-                "mttl-bench comm: sweep {}/{}: {:<12}",
-                rep + 1,
-                args.reps,
-                config.name()
-            );
-            let _ = std::io::stderr().flush();
-            let busy = load::foreign_busy_cpus();
-            if let Some(b) = busy {
-                busy_log.push((rep + 1, config, b));
-            }
-            let started = Instant::now();
-            let outcome = launch::run(&config.job(&program, worker_args)).map_err(|source| {
-                eprintln!();
-                CommBenchError::Launch {
-                    config: config.name(),
-                    source,
+            for attempt in 0..=RETRIES {
+                let out = dir
+                    .path()
+                    .join(format!("{}-{rep}-{attempt}.json", config.name()));
+                let worker_args = vec![
+                    "comm".to_owned(),
+                    "--worker".to_owned(),
+                    config.name().to_owned(),
+                    "--out".to_owned(),
+                    out.to_string_lossy().into_owned(),
+                    "--sizes".to_owned(),
+                    size_list.clone(),
+                ];
+                eprint!(
+                    "mttl-bench comm: sweep {}/{}: {:<12}{}",
+                    rep + 1,
+                    args.reps,
+                    config.name(),
+                    if attempt > 0 { " again" } else { "" }
+                );
+                let _ = std::io::stderr().flush();
+                let busy_before = load::settle(BUSY_WARNING, Duration::from_secs_f64(args.settle));
+                let meter = load::Meter::start();
+                let started = Instant::now();
+                let result = run_job(config, &program, worker_args, &out);
+                let entry = JobLog {
+                    sweep: rep + 1,
+                    config,
+                    attempt,
+                    busy_before,
+                    busy_during: meter.and_then(|m| m.foreign_cpus()),
+                    seconds: started.elapsed().as_secs_f64(),
+                };
+                let mut result = result.inspect_err(|_| eprintln!())?;
+                result.disturbed = entry.disturbed();
+                match entry.busy_during {
+                    Some(b) if entry.disturbed() => eprintln!(
+                        " {:.1} s, disturbed: others kept {b:.1} CPUs busy meanwhile",
+                        entry.seconds
+                    ),
+                    _ => eprintln!(" {:.1} s", entry.seconds),
                 }
-            })?;
-            if !outcome.success() {
-                eprintln!();
-                return Err(CommBenchError::WorkerFailed {
-                    config: config.name(),
-                    code: outcome.exit_code,
-                    hint: if config.needs_mpi() {
-                        " (is Open MPI's mpirun the one this program was built against?)"
-                    } else {
-                        ""
-                    },
-                });
+                log.push(entry);
+                runs[i].1.push(result);
+                if !entry.disturbed() {
+                    break;
+                }
             }
-            match busy {
-                Some(b) if b >= BUSY_WARNING => eprintln!(
-                    " {:.1} s (others kept {b:.1} CPUs busy just before)",
-                    started.elapsed().as_secs_f64()
-                ),
-                _ => eprintln!(" {:.1} s", started.elapsed().as_secs_f64()),
-            }
-            runs[i].1.push(RunResult::read(config.name(), &out)?);
         }
     }
     let summary = Summary::new(sizes, &runs);
-    let method = method_lines(args.reps, &configs);
-    let notes = notes(&configs, &busy_log);
+    let method = method_lines(args.reps, args.settle, &configs);
+    let notes = notes(&configs, &log);
     let mut stdout = std::io::stdout().lock();
     let printed = if args.json {
         let mut doc = summary.to_json(args.reps, &method, &notes);
-        doc["foreign_load"] = busy_log
-            .iter()
-            .map(|(sweep, config, busy)| {
-                serde_json::json!({ "sweep": sweep, "config": config.name(), "busy_cpus": busy })
-            })
-            .collect();
+        doc["jobs"] = log.iter().map(|j| j.to_json()).collect();
         writeln!(stdout, "{doc:#}")
     } else {
         let mut text = summary.tables();
@@ -380,12 +452,13 @@ fn orchestrate(args: &CommArgs, sizes: &[usize]) -> Result<(), CommBenchError> {
 }
 
 /// How the figures were measured, one sentence per line.
-fn method_lines(reps: u32, configs: &[Config]) -> Vec<String> {
+fn method_lines(reps: u32, settle: f64, configs: &[Config]) -> Vec<String> {
     let spin = std::env::var(mttl_comm::env::SPIN_US).unwrap_or_else(|_| "50 (default)".into());
     let mut lines = vec![
         format!(
             "2 ranks on this machine; {reps} sweep(s) per configuration, configurations \
-             alternated (order rotated each sweep); every sweep is a fresh job."
+             alternated (order rotated each sweep); every sweep is a fresh job, started after \
+             waiting up to {settle} s for other processes to use less than {BUSY_WARNING} CPU."
         ),
         format!(
             "Round trip: ping-pong of blocking send and receive, the echo sent back as received; \
@@ -416,24 +489,50 @@ fn method_lines(reps: u32, configs: &[Config]) -> Vec<String> {
 }
 
 /// Remarks about what was not measured, and about busy neighbours.
-fn notes(configs: &[Config], busy_log: &[(usize, Config, f64)]) -> Vec<String> {
+fn notes(configs: &[Config], log: &[JobLog]) -> Vec<String> {
     let mut notes = Vec::new();
-    let busy: Vec<String> = busy_log
+    let disturbed: Vec<String> = log
         .iter()
-        .filter(|(_, _, b)| *b >= BUSY_WARNING)
-        .map(|(sweep, config, b)| format!("sweep {sweep} {}: {b:.1}", config.name()))
+        .filter(|j| j.disturbed())
+        .map(|j| {
+            format!(
+                "sweep {} {}: {:.1}",
+                j.sweep,
+                j.config.name(),
+                j.busy_during.unwrap_or(0.0)
+            )
+        })
         .collect();
-    if busy.is_empty() {
+    if log.iter().all(|j| j.busy_during.is_none()) {
+        notes.push(
+            "The load of other processes could not be read (no /proc): runs were not \
+             checked for disturbance."
+                .into(),
+        );
+    } else if disturbed.is_empty() {
         notes.push(format!(
-            "The machine was quiet before every run (other processes kept less than \
-             {BUSY_WARNING} CPU busy)."
+            "No run was disturbed: other processes kept less than {BUSY_WARNING} CPU busy \
+             during every run."
         ));
     } else {
         notes.push(format!(
-            "Other processes kept CPUs busy just before some runs ({}); those runs may be \
-             slow, and a best-of-K figure is clean only if another sweep was quiet.",
-            busy.join(", ")
+            "Disturbed runs (other processes kept this many CPUs busy meanwhile; each was \
+             repeated up to {RETRIES} times, and only undisturbed runs count where a \
+             configuration has any): {}.",
+            disturbed.join(", ")
         ));
+        for &config in configs {
+            let all_disturbed = log
+                .iter()
+                .filter(|j| j.config == config)
+                .all(JobLog::disturbed);
+            if all_disturbed {
+                notes.push(format!(
+                    "Every run of {} was disturbed: its figures are suspect.",
+                    config.name()
+                ));
+            }
+        }
     }
     if !cfg!(feature = "mpi") {
         notes.push(format!(
@@ -488,6 +587,7 @@ fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), CommBe
         RunResult {
             backend: backend.to_owned(),
             sizes: samples,
+            disturbed: false,
         }
         .write(config.name(), out)?;
     }
@@ -528,6 +628,7 @@ fn raw_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), CommBen
         RunResult {
             backend: "rsmpi".to_owned(),
             sizes: samples,
+            disturbed: false,
         }
         .write(config.name(), out)?;
     }

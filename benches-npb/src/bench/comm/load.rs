@@ -1,39 +1,149 @@
-//! How busy the machine is with other work, sampled from `/proc/stat` while
-//! the orchestrator idles between jobs: figures measured next to a busy
-//! neighbour are suspect, and the report says so.
+//! How busy the machine is with work other than this benchmark, read from
+//! `/proc`: this VM is shared, and a figure measured beside a busy
+//! neighbour measures the neighbour.
+//!
+//! - Before a job, [`settle`] waits (a bounded time) for a quiet moment,
+//!   sampling `/proc/stat` while the orchestrator sleeps.
+//! - Around a job, a [`Meter`] compares the CPU time the whole machine spent
+//!   busy (including time stolen by the hypervisor) with the CPU time this
+//!   process and its reaped children (the ranks, `mpirun`) used: the
+//!   difference is what others took while the job ran.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long one sample watches the machine.
+/// How long one sample of [`foreign_busy_cpus`] watches the machine.
 const WINDOW: Duration = Duration::from_millis(200);
 
-/// Busy and total CPU time over all CPUs, in clock ticks, and the CPU count.
-fn cpu_times() -> Option<(u64, u64, usize)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+/// The machine's CPU time from `/proc/stat`, in clock ticks.
+#[derive(Debug, Clone, Copy)]
+struct CpuTimes {
+    busy: u64,
+    total: u64,
+    cpus: usize,
+}
+
+fn cpu_times() -> Option<CpuTimes> {
+    parse_cpu_times(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// Parses the text of `/proc/stat`.
+fn parse_cpu_times(stat: &str) -> Option<CpuTimes> {
     let mut lines = stat.lines();
-    let total_line = lines.next()?;
-    let fields: Vec<u64> = total_line
+    let fields: Vec<u64> = lines
+        .next()?
         .strip_prefix("cpu ")?
         .split_whitespace()
         .filter_map(|f| f.parse().ok())
         .collect();
-    // user nice system idle iowait irq softirq steal ...
+    // user nice system idle iowait irq softirq steal (guest time is already
+    // inside user and nice).
     let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0);
     let total: u64 = fields.iter().take(8).sum();
     let cpus = lines
         .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
         .count();
-    Some((total - idle, total, cpus.max(1)))
+    Some(CpuTimes {
+        busy: total.checked_sub(idle)?,
+        total,
+        cpus: cpus.max(1),
+    })
+}
+
+/// CPU time used by this process and its reaped children, in clock ticks
+/// (`utime + stime + cutime + cstime` of `/proc/self/stat`).
+fn own_ticks() -> Option<u64> {
+    parse_own_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+/// Parses the text of `/proc/PID/stat`.
+fn parse_own_ticks(stat: &str) -> Option<u64> {
+    // Fields after the command name, which ends with the last ')': the
+    // first is field 3 (state), so fields 14 to 17 are at 11 to 14.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    (fields.len() == 4).then(|| fields.iter().sum())
 }
 
 /// The number of CPUs other processes kept busy during the last
 /// [`WINDOW`] (this process sleeps meanwhile), or `None` where `/proc/stat`
 /// cannot be read.
 pub(in crate::bench) fn foreign_busy_cpus() -> Option<f64> {
-    let (busy0, total0, cpus) = cpu_times()?;
+    let meter = Meter::start()?;
     std::thread::sleep(WINDOW);
-    let (busy1, total1, _) = cpu_times()?;
-    let total = total1.checked_sub(total0).filter(|&t| t > 0)?;
-    let busy = busy1.saturating_sub(busy0);
-    Some(busy as f64 / total as f64 * cpus as f64)
+    meter.foreign_cpus()
+}
+
+/// Waits until other processes keep fewer than `threshold` CPUs busy, for
+/// at most `limit`, and returns the last reading (`None` where `/proc`
+/// cannot be read).
+pub(in crate::bench) fn settle(threshold: f64, limit: Duration) -> Option<f64> {
+    let start = Instant::now();
+    loop {
+        let busy = foreign_busy_cpus()?;
+        if busy < threshold || start.elapsed() >= limit {
+            return Some(busy);
+        }
+    }
+}
+
+/// Measures what other processes used while something ran.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::bench) struct Meter {
+    machine: CpuTimes,
+    own: u64,
+}
+
+impl Meter {
+    /// Starts measuring; `None` where `/proc` cannot be read.
+    pub(in crate::bench) fn start() -> Option<Meter> {
+        Some(Meter {
+            machine: cpu_times()?,
+            own: own_ticks()?,
+        })
+    }
+
+    /// The average number of CPUs others kept busy since [`start`]
+    /// (children count as own once reaped).
+    ///
+    /// [`start`]: Meter::start
+    pub(in crate::bench) fn foreign_cpus(&self) -> Option<f64> {
+        let now = cpu_times()?;
+        let own = own_ticks()?.saturating_sub(self.own);
+        let total = now
+            .total
+            .checked_sub(self.machine.total)
+            .filter(|&t| t > 0)?;
+        let busy = now.busy.saturating_sub(self.machine.busy);
+        let foreign = busy.saturating_sub(own);
+        Some(foreign as f64 / total as f64 * now.cpus as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn machine_times_count_steal_as_busy_and_iowait_as_idle() {
+        let stat = "cpu  100 5 50 1000 20 1 4 30 0 0\n\
+                    cpu0 50 2 25 500 10 1 2 15 0 0\n\
+                    cpu1 50 3 25 500 10 0 2 15 0 0\n\
+                    intr 12345\n";
+        let t = parse_cpu_times(stat).expect("a valid /proc/stat");
+        assert_eq!((t.busy, t.total, t.cpus), (190, 1210, 2));
+        assert!(parse_cpu_times("intr 1\n").is_none());
+    }
+
+    #[test]
+    fn own_ticks_sum_self_and_children_and_survive_odd_names() {
+        let stat = "4242 (a) b) c) S 1 4242 4242 0 -1 4194560 500 0 0 0 \
+                    70 30 200 100 20 0 1 0 123 4096 100";
+        assert_eq!(parse_own_ticks(stat), Some(400));
+        assert_eq!(parse_own_ticks("4242 (x) S 1 2"), None);
+    }
 }

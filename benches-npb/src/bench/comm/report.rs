@@ -40,6 +40,8 @@ struct ConfigSummary {
     config: Config,
     backend: String,
     runs: usize,
+    /// Runs that were not disturbed by other processes.
+    clean_runs: usize,
     /// By size, in the order of `Summary::sizes`.
     best: Vec<Option<Best>>,
 }
@@ -173,15 +175,21 @@ pub(super) struct Target {
 }
 
 impl Summary {
-    /// Summarises the runs of each configuration at `sizes`.
+    /// Summarises the runs of each configuration at `sizes`: the best of
+    /// the undisturbed runs, or of all runs if every one was disturbed.
     pub(super) fn new(sizes: &[usize], runs: &[(Config, Vec<RunResult>)]) -> Summary {
         let configs = runs
             .iter()
-            .map(|(config, runs)| ConfigSummary {
-                config: *config,
-                backend: runs.first().map(|r| r.backend.clone()).unwrap_or_default(),
-                runs: runs.len(),
-                best: sizes.iter().map(|&size| best_of(size, runs)).collect(),
+            .map(|(config, runs)| {
+                let clean: Vec<RunResult> = runs.iter().filter(|r| !r.disturbed).cloned().collect();
+                let counted = if clean.is_empty() { runs } else { &clean };
+                ConfigSummary {
+                    config: *config,
+                    backend: runs.first().map(|r| r.backend.clone()).unwrap_or_default(),
+                    runs: runs.len(),
+                    clean_runs: clean.len(),
+                    best: sizes.iter().map(|&size| best_of(size, counted)).collect(),
+                }
             })
             .collect();
         Summary {
@@ -435,6 +443,7 @@ impl Summary {
                     "description": c.config.description(),
                     "backend": c.backend,
                     "runs": c.runs,
+                    "undisturbed_runs": c.clean_runs,
                 })
             })
             .collect();
@@ -495,6 +504,7 @@ mod tests {
                 rtt_us: rtt.to_vec(),
                 bw_bytes_per_s: bw.to_vec(),
             }],
+            disturbed: false,
         }
     }
 
@@ -512,6 +522,24 @@ mod tests {
         assert_eq!(best.bw_max_bytes_per_s, 9.0);
         assert!(summary.get(Config::Tcp, 16).is_none());
         assert!(summary.get(Config::Mpi, 8).is_none());
+    }
+
+    #[test]
+    fn disturbed_runs_count_only_when_nothing_else_was_measured() {
+        let mut slow = run(&[50.0], &[1.0]);
+        slow.disturbed = true;
+        let fast_but_disturbed = RunResult {
+            disturbed: true,
+            ..run(&[5.0], &[9.0])
+        };
+        let clean = run(&[10.0], &[2.0]);
+        let summary = Summary::new(
+            &[8],
+            &[(Config::Tcp, vec![fast_but_disturbed.clone(), clean])],
+        );
+        assert_eq!(summary.get(Config::Tcp, 8).map(|b| b.rtt_us), Some(10.0));
+        let summary = Summary::new(&[8], &[(Config::Tcp, vec![fast_but_disturbed, slow])]);
+        assert_eq!(summary.get(Config::Tcp, 8).map(|b| b.rtt_us), Some(5.0));
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub(super) struct RunResult {
     pub(super) backend: String,
     /// The sizes, in the order measured.
     pub(super) sizes: Vec<SizeSamples>,
+    /// Other processes kept CPUs busy while it ran (set by the
+    /// orchestrator; not in the file).
+    pub(super) disturbed: bool,
 }
 
 impl RunResult {
@@ -109,7 +112,11 @@ impl RunResult {
                 bw_bytes_per_s: figures("bw_bytes_per_s")?,
             });
         }
-        Ok(RunResult { backend, sizes })
+        Ok(RunResult {
+            backend,
+            sizes,
+            disturbed: false,
+        })
     }
 }
 
@@ -126,6 +133,7 @@ mod tests {
                 rtt_us: vec![9.5, 10.25],
                 bw_bytes_per_s: vec![1e8, 2e8],
             }],
+            disturbed: false,
         };
         let value = run.to_json("tcp");
         assert_eq!(RunResult::from_json("tcp", &value), Ok(run));
