@@ -198,8 +198,13 @@ impl<R: Decode<()>> Pending<R> {
 impl<R> Drop for Pending<R> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            // Dropped unwaited: a late reply finds no cell and is reported.
-            runtime::try_with_rt(|rt| rt.cells.remove(slot));
+            // Dropped unwaited. While the reply is still to come, the slot
+            // stays taken (by a dead cell), so that no later call reusing it
+            // receives this reply; the late reply is reported and frees it
+            // (`CellTable::deliver`).
+            if self.cell.queue_len() > 0 {
+                runtime::try_with_rt(|rt| rt.cells.remove(slot));
+            }
         }
     }
 }

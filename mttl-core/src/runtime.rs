@@ -168,7 +168,12 @@ impl CellTable {
             ));
         };
         let Some(cell) = weak.upgrade() else {
-            return Err(format!("cell {slot} no longer exists"));
+            // The one reply a dropped call's slot was kept for (see
+            // `Pending`'s `Drop`): the slot is free from now on.
+            self.remove(slot);
+            return Err(format!(
+                "cell {slot} no longer exists (the call it answers was dropped unwaited)"
+            ));
         };
         deliver(&*cell, status, body)
     }
