@@ -15,6 +15,7 @@ on_every_backend!(
     spmd_returns_results_by_rank,
     large_arguments_and_results_cross_intact,
     stats_line_per_rank_counts_the_calls,
+    a_dropped_call_does_not_take_a_later_calls_reply,
 );
 
 /// Where a call ran, and what it was given.
@@ -229,4 +230,27 @@ fn stats_line_per_rank_counts_the_calls(t: Scenario) {
             "rank {rank}: {line}"
         );
     }
+}
+
+/// Blocks this node (its only OS thread) for `ms`, then returns `value`.
+#[mttl::remote]
+fn late(ms: u64, value: u64) -> u64 {
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    value
+}
+
+fn a_dropped_call_does_not_take_a_later_calls_reply(t: Scenario) {
+    t.run(2, || {
+        for round in 0..3 {
+            // Started and dropped unwaited: its reply comes later.
+            drop(mttl::ainvoke(1, late, (30, 111)));
+            // The next call's reply cell must not receive that reply.
+            assert_eq!(
+                mttl::invoke(1, affine, (round,)),
+                round * 7 + 1,
+                "round {round}: a later call got the reply of a dropped one"
+            );
+        }
+    })
+    .assert_success();
 }
