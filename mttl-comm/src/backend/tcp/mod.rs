@@ -471,10 +471,11 @@ impl TcpComm {
             if ready(self)? {
                 return Ok(true);
             }
-            if wait == Some(Duration::ZERO) {
-                // Spinning: let another process have the core if one wants
-                // it (ranks oversubscribing the cores); returns at once when
-                // none does.
+            // Spinning, with another look to come (a zero timeout means one
+            // look only): let another process have the core if one wants
+            // it (ranks oversubscribing the cores); returns at once when
+            // none does.
+            if wait == Some(Duration::ZERO) && timeout != Some(Duration::ZERO) {
                 std::thread::yield_now();
             }
         }
