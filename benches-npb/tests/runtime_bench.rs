@@ -19,6 +19,8 @@ fn tcp_sweep_reports_positive_figures_for_every_metric() {
             "1",
             "--sample-ms",
             "5",
+            "--settle",
+            "0",
             "--json",
         ])
         .output()
@@ -86,4 +88,6 @@ fn tcp_sweep_reports_positive_figures_for_every_metric() {
     };
     assert!(["met", "MISSED"].contains(&status("invoke round trip at most 10 µs")));
     assert_eq!(status("raw MPI"), "not measured");
+    let load = doc["foreign_load"].as_array().expect("a foreign_load list");
+    assert_eq!(load.len(), 3, "one entry per run: {load:?}");
 }

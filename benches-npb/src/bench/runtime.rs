@@ -14,7 +14,7 @@
 //! | `raw-mpi`     | 16-byte ping-pong of plain rsmpi `Send`/`Recv`, no mttl       | `mpirun`                        |
 //!
 //! The MPI configurations exist only in builds with the cargo feature `mpi`.
-//! What each metric times is in [`measure`](self::measure).
+//! What each metric times is in `measure`.
 //!
 //! # One invocation, step by step
 //!
@@ -23,16 +23,20 @@
 //! 2. For each of the K sweeps (`--reps`), and in each sweep for every
 //!    configuration, in an order rotated by one per sweep (so no
 //!    configuration always runs first on this shared, noisy machine), it
-//!    measures `sched` itself, or starts its own executable as a two-rank
-//!    job: `mttl-bench runtime --worker CONFIG --out FILE --sample-ms T`.
+//!    waits up to `--settle` seconds for other processes to leave the CPUs
+//!    (`load::settle`), then measures `sched` itself, or starts its own
+//!    executable as a two-rank job: `mttl-bench runtime --worker CONFIG
+//!    --out FILE --sample-ms T`. A run during which other processes kept
+//!    more than `BUSY_WARNING` CPU busy (`load::Meter`) is reported as
+//!    disturbed.
 //! 3. In an mttl program (`tcp`, `mpi`), rank 0's main measures every
 //!    metric against rank 1, which only serves, and writes its samples to
-//!    FILE ([`results`](self::results)); in a ping-pong configuration both
+//!    FILE (`results`); in a ping-pong configuration both
 //!    ranks run the loop and rank 0 writes FILE.
 //! 4. The orchestrator reads FILE. A job that fails stops the benchmark
 //!    with the job's exit status.
 //! 5. After the last sweep it keeps, per configuration and metric, the best
-//!    run ([`report`](self::report)), prints the table, how it measured and
+//!    run (`report`), prints the table, how it measured and
 //!    the targets check (or one JSON document with `--json`), and removes
 //!    the temporary directory.
 
@@ -53,10 +57,14 @@ pub use self::error::RuntimeBenchError;
 use self::measure::PingPong;
 use self::report::Summary;
 use self::results::RunResult;
+use super::comm::load;
 
 /// The command that rebuilds this benchmark with the MPI configurations.
 const MPI_BUILD_HINT: &str =
     "cargo run --release -p benches-npb --features mpi --bin mttl-bench -- runtime";
+
+/// Foreign load, in CPUs, above which a run counts as disturbed.
+const BUSY_WARNING: f64 = 0.25;
 
 /// The tag of every ping-pong message.
 const PING_TAG: mttl_comm::Tag = 7;
@@ -162,6 +170,10 @@ pub struct RuntimeArgs {
     /// About how long one timed sample takes, in milliseconds.
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     sample_ms: u64,
+    /// How long to wait before each run for other processes to leave the
+    /// CPUs, in seconds (0: do not wait).
+    #[arg(long, default_value_t = 3.0, value_name = "SECS", value_parser = parse_settle)]
+    settle: f64,
     /// Configurations to measure, comma-separated. Default: every one this
     /// build has (the MPI ones need the cargo feature `mpi`).
     #[arg(long, value_delimiter = ',')]
@@ -172,6 +184,14 @@ pub struct RuntimeArgs {
     /// Where a worker's rank 0 writes its results.
     #[arg(long, hide = true)]
     out: Option<PathBuf>,
+}
+
+/// Parses `--settle`: a number of seconds, 0 to 600.
+fn parse_settle(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if (0.0..=600.0).contains(&secs) => Ok(secs),
+        _ => Err(format!("{text:?} is not a number of seconds from 0 to 600")),
+    }
 }
 
 /// Runs `mttl-bench runtime`: the orchestrator, or a worker rank when
@@ -243,6 +263,7 @@ fn orchestrate(args: &RuntimeArgs, sample_time: Duration) -> Result<(), RuntimeB
     let dir = TempDir::new()?;
     let mut runs: Vec<(Config, Vec<RunResult>)> =
         configs.iter().map(|&c| (c, Vec::new())).collect();
+    let mut load_log: Vec<LoadEntry> = Vec::new();
     for rep in 0..args.reps as usize {
         for k in 0..configs.len() {
             let i = (k + rep) % configs.len();
@@ -254,6 +275,8 @@ fn orchestrate(args: &RuntimeArgs, sample_time: Duration) -> Result<(), RuntimeB
                 config.name()
             );
             let _ = std::io::stderr().flush();
+            let busy_before = load::settle(BUSY_WARNING, Duration::from_secs_f64(args.settle));
+            let meter = load::Meter::start();
             let started = Instant::now();
             let result = if config == Config::Sched {
                 RunResult {
@@ -265,16 +288,30 @@ fn orchestrate(args: &RuntimeArgs, sample_time: Duration) -> Result<(), RuntimeB
                 run_job(config, &program, &out, args.sample_ms)?;
                 RunResult::read(config.name(), &out)?
             };
-            eprintln!(" {:.1} s", started.elapsed().as_secs_f64());
+            let busy_during = meter.and_then(|m| m.foreign_cpus());
+            match busy_during {
+                Some(b) if b >= BUSY_WARNING => eprintln!(
+                    " {:.1} s, disturbed: others kept {b:.1} CPUs busy meanwhile",
+                    started.elapsed().as_secs_f64()
+                ),
+                _ => eprintln!(" {:.1} s", started.elapsed().as_secs_f64()),
+            }
+            load_log.push(LoadEntry {
+                sweep: rep + 1,
+                config,
+                busy_before,
+                busy_during,
+            });
             runs[i].1.push(result);
         }
     }
     let summary = Summary::new(&runs);
-    let method = method_lines(args.reps, args.sample_ms, &configs);
-    let notes = notes(&configs);
+    let method = method_lines(args, &configs);
+    let notes = notes(&configs, &load_log);
     let mut stdout = std::io::stdout().lock();
     let printed = if args.json {
-        let doc = summary.to_json(args.reps, args.sample_ms, &method, &notes);
+        let mut doc = summary.to_json(args.reps, args.sample_ms, &method, &notes);
+        doc["foreign_load"] = load_log.iter().map(|e| e.to_json()).collect();
         writeln!(stdout, "{doc:#}")
     } else {
         let mut text = format!(
@@ -336,12 +373,41 @@ fn run_job(
     Ok(())
 }
 
+/// One run, and how busy other processes kept the machine around it.
+#[derive(Debug, Clone, Copy)]
+struct LoadEntry {
+    sweep: usize,
+    config: Config,
+    /// CPUs others kept busy just before the run ([`load::settle`]).
+    busy_before: Option<f64>,
+    /// CPUs others kept busy while it ran ([`load::Meter`]).
+    busy_during: Option<f64>,
+}
+
+impl LoadEntry {
+    fn disturbed(&self) -> bool {
+        self.busy_during.is_some_and(|b| b >= BUSY_WARNING)
+    }
+
+    fn to_json(self) -> serde_json::Value {
+        serde_json::json!({
+            "sweep": self.sweep,
+            "config": self.config.name(),
+            "busy_cpus_before": self.busy_before,
+            "busy_cpus_during": self.busy_during,
+            "disturbed": self.disturbed(),
+        })
+    }
+}
+
 /// How the figures were measured, one sentence per line.
-fn method_lines(reps: u32, sample_ms: u64, configs: &[Config]) -> Vec<String> {
+fn method_lines(args: &RuntimeArgs, configs: &[Config]) -> Vec<String> {
+    let (reps, sample_ms, settle) = (args.reps, args.sample_ms, args.settle);
     let mut lines = vec![
         format!(
             "{reps} sweep(s) per configuration, configurations alternated (order rotated each \
-             sweep); every sweep of a job configuration is a fresh two-rank job."
+             sweep); every sweep of a job configuration is a fresh two-rank job, started after \
+             waiting up to {settle} s for other processes to use less than {BUSY_WARNING} CPU."
         ),
         format!(
             "Each metric is calibrated so that a sample takes about {sample_ms} ms; a run's \
@@ -365,9 +431,33 @@ fn method_lines(reps: u32, sample_ms: u64, configs: &[Config]) -> Vec<String> {
     lines
 }
 
-/// Remarks about what was not measured.
-fn notes(configs: &[Config]) -> Vec<String> {
+/// Remarks about busy neighbours and what was not measured.
+fn notes(configs: &[Config], load_log: &[LoadEntry]) -> Vec<String> {
     let mut notes = Vec::new();
+    let disturbed: Vec<String> = load_log
+        .iter()
+        .filter(|e| e.disturbed())
+        .map(|e| {
+            format!(
+                "sweep {} {}: {:.1}",
+                e.sweep,
+                e.config.name(),
+                e.busy_during.unwrap_or_default()
+            )
+        })
+        .collect();
+    if disturbed.is_empty() {
+        notes.push(format!(
+            "No run was disturbed: other processes kept less than {BUSY_WARNING} CPU busy \
+             while each ran."
+        ));
+    } else {
+        notes.push(format!(
+            "Other processes kept CPUs busy during some runs ({}); those runs may be slow, \
+             and a best-of-K figure is clean only if another run of it was not disturbed.",
+            disturbed.join(", ")
+        ));
+    }
     if !cfg!(feature = "mpi") {
         notes.push(format!(
             "This mttl-bench was built without the `mpi` feature, so only the TCP backend and \
