@@ -59,6 +59,9 @@ const IDLE_TICK: Duration = Duration::from_secs(1);
 /// How long the body of a large message may lag its header.
 const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a failing rank waits after sending its aborts before exiting.
+const ABORT_LINGER: Duration = Duration::from_millis(300);
+
 /// The exit code of a job stopped by a failure.
 const FAILURE_CODE: i32 = 1;
 
@@ -274,6 +277,12 @@ impl Runtime {
         let me = self.rank;
         for r in (0..self.size).filter(|&r| r != me) {
             let _ = self.post(r, wire::ABORT, &header, body.as_bytes());
+        }
+        if self.size > 1 {
+            // A launcher (mpirun above all) kills the other ranks as soon as
+            // this one exits non-zero: give them a moment to read the abort
+            // and say why they stop.
+            std::thread::sleep(ABORT_LINGER);
         }
         std::process::exit(code);
     }
