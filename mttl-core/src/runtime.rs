@@ -234,17 +234,32 @@ impl Runtime {
         body: &[u8],
     ) -> Result<(), CommError> {
         if body.len() > self.eager_limit {
-            self.comm.send(dest, kind | wire::LARGE, header)?;
-            self.stats.sent(true, header.len());
-            self.comm.send(dest, wire::DATA, body)?;
-            self.stats.sent(true, body.len());
-            return Ok(());
+            return self.post_split(dest, kind, header, body);
         }
         self.scratch.clear();
         self.scratch.extend_from_slice(header);
         self.scratch.extend_from_slice(body);
         self.stats.sent(true, self.scratch.len());
         self.comm.send(dest, kind, &self.scratch)
+    }
+
+    /// Sends `header` and `body` as two messages, whatever the body's size
+    /// (the large-message protocol of [`wire`]): the body goes straight from
+    /// `body` and arrives as its own message, so neither side copies it into
+    /// or out of a combined message, for the price of one more message.
+    /// Returns when both buffers may be reused.
+    pub(crate) fn post_split(
+        &mut self,
+        dest: Rank,
+        kind: Tag,
+        header: &[u8],
+        body: &[u8],
+    ) -> Result<(), CommError> {
+        self.comm.send(dest, kind | wire::LARGE, header)?;
+        self.stats.sent(true, header.len());
+        self.comm.send(dest, wire::DATA, body)?;
+        self.stats.sent(true, body.len());
+        Ok(())
     }
 
     /// Like [`post`](Self::post), with a body the comm layer may own: a
