@@ -87,5 +87,6 @@ pub fn run(class: Class, np: Option<usize>) -> Result<Option<Outcome>, DriverErr
     comm.counts.allreduce(nprocs, std::mem::size_of_val(&times));
     comm.counts.report(me);
     let (seconds, setup) = (times[0], times[1]);
-    Ok((me == 0).then(|| Outcome::cg(class, Variant::Mpi, "mpi", nprocs, trace, seconds, setup)))
+    let (variant, backend) = (Variant::Mpi, "mpi");
+    Ok((me == 0).then(|| Outcome::cg(class, variant, backend, nprocs, trace, seconds, setup)))
 }

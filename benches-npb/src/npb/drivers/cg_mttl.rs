@@ -163,14 +163,8 @@ pub fn run(class: Class, np: Option<usize>) -> Result<Outcome, DriverError> {
         .collect();
     let seconds = kernels.iter().map(|k| k.1).fold(0.0, f64::max);
     let setup = inits.iter().map(|i| i.1).fold(0.0, f64::max);
-    let backend = mttl::backend_name();
+    let (variant, backend) = (Variant::Mttl, mttl::backend_name());
     Ok(Outcome::cg(
-        class,
-        Variant::Mttl,
-        backend,
-        nprocs,
-        trace,
-        seconds,
-        setup,
+        class, variant, backend, nprocs, trace, seconds, setup,
     ))
 }

@@ -159,5 +159,6 @@ pub fn run(class: Class, np: Option<usize>) -> Result<Option<Outcome>, DriverErr
     comm.counts.allreduce(nprocs, std::mem::size_of_val(&times));
     comm.counts.report(me);
     let (passed, seconds, setup) = (passed_total as usize, times[0], times[1]);
-    Ok((me == 0).then(|| Outcome::is(class, Variant::Mpi, "mpi", nprocs, passed, seconds, setup)))
+    let (variant, backend) = (Variant::Mpi, "mpi");
+    Ok((me == 0).then(|| Outcome::is(class, variant, backend, nprocs, passed, seconds, setup)))
 }

@@ -161,14 +161,8 @@ pub fn run(class: Class, np: Option<usize>) -> Result<Outcome, DriverError> {
     let passed = kernels.iter().map(|k| k.0).sum();
     let seconds = kernels.iter().map(|k| k.1).fold(0.0, f64::max);
     let setup = inits.iter().map(|i| i.1).fold(0.0, f64::max);
-    let backend = mttl::backend_name();
+    let (variant, backend) = (Variant::Mttl, mttl::backend_name());
     Ok(Outcome::is(
-        class,
-        Variant::Mttl,
-        backend,
-        nprocs,
-        passed,
-        seconds,
-        setup,
+        class, variant, backend, nprocs, passed, seconds, setup,
     ))
 }

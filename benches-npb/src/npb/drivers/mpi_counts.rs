@@ -10,6 +10,8 @@
 //! `p − 1` non-blocking sends and `p − 1` receives. Bytes are the payload
 //! the process sends under that algorithm.
 
+use std::io::Write as _;
+
 use mttl::Stats;
 
 /// A tally of one process's MPI calls.
@@ -55,11 +57,13 @@ impl MpiCounts {
         self.0.bytes_sent += bytes as u64;
     }
 
-    /// Prints `mttl stats rank R: ...` on stderr if `MTTL_STATS` asks for it.
+    /// Prints `mttl stats rank R: ...` on stderr if `MTTL_STATS` asks for
+    /// it, in one write, so that ranks sharing a pipe keep their lines whole.
     pub(crate) fn report(&self, rank: usize) {
         let asked = std::env::var("MTTL_STATS").is_ok_and(|v| !v.is_empty() && v != "0");
         if asked {
-            eprintln!("mttl stats rank {rank}: {}", self.0);
+            let line = format!("mttl stats rank {rank}: {}\n", self.0);
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
     }
 }

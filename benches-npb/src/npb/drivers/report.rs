@@ -5,6 +5,7 @@
 //! reports differ only in the variant and backend lines.
 
 use std::fmt;
+use std::io::Write as _;
 
 use serde_json::{json, Value};
 
@@ -309,13 +310,15 @@ impl Outcome {
 }
 
 /// Prints, on stderr, the partial verification tests process `me` failed,
-/// as NPB does where they happen.
+/// as NPB does where they happen, one write per line.
 pub fn report_failures(me: usize, failures: &[PartialFailure]) {
     for f in failures {
-        eprintln!(
-            "Failed partial verification: iteration {}, processor {me}, test key {}: rank {} instead of {}",
+        // One write per line: ranks share the pipe.
+        let line = format!(
+            "Failed partial verification: iteration {}, processor {me}, test key {}: rank {} instead of {}\n",
             f.iteration, f.entry, f.found, f.expected
         );
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 }
 
