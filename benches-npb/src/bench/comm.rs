@@ -193,7 +193,7 @@ pub struct CommArgs {
 }
 
 /// Parses a number of seconds to wait, 0 to 3600.
-fn parse_settle(text: &str) -> Result<f64, String> {
+pub(super) fn parse_settle(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(secs),
         _ => Err(format!(

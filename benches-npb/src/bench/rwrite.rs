@@ -23,18 +23,20 @@
 //!    configuration, in an order rotated by one per sweep (so no
 //!    configuration always runs first on this shared, noisy machine), it
 //!    waits up to `--settle` seconds for other processes to leave the CPUs
-//!    idle (noting how busy they were), then starts its own executable as a
-//!    two-rank job: `mttl-bench rwrite --worker CONFIG --out FILE --sizes
-//!    ...`.
+//!    idle (`load::settle`), then starts its own executable as a two-rank
+//!    job: `mttl-bench rwrite --worker CONFIG --out FILE --sizes ...`.
 //! 3. Both worker ranks run the sweep; rank 0 writes its samples to FILE
 //!    ([`results`](self::results)).
 //! 4. The orchestrator reads FILE. A job that fails stops the benchmark
-//!    with the job's exit status.
+//!    with the job's exit status. A job during which other processes kept
+//!    more than [`BUSY_WARNING`] CPU busy (`load::Meter`) is *disturbed*: it
+//!    is repeated, up to [`RETRIES`] times, and its figures count only if no
+//!    undisturbed run of that configuration exists.
 //! 5. After the last sweep it keeps, per configuration and size, the best
-//!    run ([`report`](self::report)), prints the tables, how it measured and
-//!    the targets check (or one JSON document with `--json`), writes the
-//!    CSV file and the figure ([`plot`](self::plot)) beside it, and removes
-//!    the temporary directory.
+//!    undisturbed run ([`report`](self::report)), prints the tables, how it
+//!    measured and the targets check (or one JSON document with `--json`),
+//!    writes the CSV file and the figure ([`plot`](self::plot)) beside it,
+//!    and removes the temporary directory.
 
 mod measure;
 mod plot;
@@ -51,13 +53,16 @@ use mttl_comm::launch;
 use self::report::{size_label, Summary};
 use self::results::RunResult;
 use self::worker::Task;
-use super::comm::{self, CommBenchError, Config};
+use super::comm::{self, load, CommBenchError, Config};
 
 /// The default sizes: every power of 2 from 8 B to 1 MiB.
 const DEFAULT_SIZES: (u32, u32) = (3, 20);
 
-/// Foreign load, in CPUs, above which a run is flagged as possibly disturbed.
+/// Foreign load, in CPUs, above which a run counts as disturbed.
 const BUSY_WARNING: f64 = 0.25;
+
+/// How many times a disturbed run is repeated within one sweep.
+const RETRIES: usize = 2;
 
 /// The largest size accepted.
 const MAX_SIZE: usize = 64 << 20;
@@ -114,7 +119,7 @@ pub struct RwriteArgs {
     sample_ms: u64,
     /// Before each job, wait up to this many seconds for other processes to
     /// leave the CPUs idle (this machine may be shared).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = parse_settle)]
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = comm::parse_settle)]
     settle: f64,
     /// The CSV file to write, or a directory to write rwrite.csv into; the
     /// figure goes beside it (.svg and .png). Default:
@@ -139,16 +144,6 @@ fn parse_size(text: &str) -> Result<usize, String> {
         ));
     }
     Ok(size)
-}
-
-/// Parses a number of seconds to wait, 0 to 3600.
-fn parse_settle(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(secs),
-        _ => Err(format!(
-            "{text:?} is not a number of seconds from 0 to 3600"
-        )),
-    }
 }
 
 /// Runs `mttl-bench rwrite`: the orchestrator, or a worker rank when
@@ -285,35 +280,52 @@ fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), CommBenchError> {
         source,
     })?;
     let dir = comm::TempDir::new("rwrite")?;
-    let mut busy_log: Vec<(usize, Config, f64)> = Vec::new();
+    let mut log: Vec<JobLog> = Vec::new();
     let mut runs: Vec<(Config, Vec<RunResult>)> =
         configs.iter().map(|&c| (c, Vec::new())).collect();
     for rep in 0..args.reps as usize {
         for k in 0..configs.len() {
             let i = (k + rep) % configs.len();
             let config = configs[i];
-            let out = dir.path().join(format!("{}-{rep}.json", config.name()));
-            eprint!(
-                "mttl-bench rwrite: sweep {}/{}: {:<12}",
-                rep + 1,
-                args.reps,
-                config.name()
-            );
-            let _ = std::io::stderr().flush();
-            let busy = settle(Duration::from_secs_f64(args.settle));
-            if let Some(b) = busy {
-                busy_log.push((rep + 1, config, b));
+            for attempt in 0..=RETRIES {
+                let out = dir
+                    .path()
+                    .join(format!("{}-{rep}-{attempt}.json", config.name()));
+                eprint!(
+                    "mttl-bench rwrite: sweep {}/{}: {:<12}{}",
+                    rep + 1,
+                    args.reps,
+                    config.name(),
+                    if attempt > 0 { " again" } else { "" }
+                );
+                let _ = std::io::stderr().flush();
+                let busy_before = load::settle(BUSY_WARNING, Duration::from_secs_f64(args.settle));
+                let meter = load::Meter::start();
+                let started = Instant::now();
+                let result = run_job(config, &program, &out, task, args.sample_ms);
+                let entry = JobLog {
+                    sweep: rep + 1,
+                    config,
+                    attempt,
+                    busy_before,
+                    busy_during: meter.and_then(|m| m.foreign_cpus()),
+                    seconds: started.elapsed().as_secs_f64(),
+                };
+                let mut result = result.inspect_err(|_| eprintln!())?;
+                result.disturbed = entry.disturbed();
+                match entry.busy_during {
+                    Some(b) if entry.disturbed() => eprintln!(
+                        " {:.1} s, disturbed: others kept {b:.1} CPUs busy meanwhile",
+                        entry.seconds
+                    ),
+                    _ => eprintln!(" {:.1} s", entry.seconds),
+                }
+                log.push(entry);
+                runs[i].1.push(result);
+                if !entry.disturbed() {
+                    break;
+                }
             }
-            let started = Instant::now();
-            run_job(config, &program, &out, task, args.sample_ms)?;
-            match busy {
-                Some(b) if b >= BUSY_WARNING => eprintln!(
-                    " {:.1} s (others kept {b:.1} CPUs busy just before)",
-                    started.elapsed().as_secs_f64()
-                ),
-                _ => eprintln!(" {:.1} s", started.elapsed().as_secs_f64()),
-            }
-            runs[i].1.push(RunResult::read(config.name(), &out)?);
         }
     }
     let summary = Summary::new(&task.sizes, &runs);
@@ -323,7 +335,7 @@ fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), CommBenchError> {
     );
     files.write(&summary.to_csv(), &figure(&summary, title))?;
     let method = method_lines(args, &configs);
-    let notes = notes(&configs, &busy_log);
+    let notes = notes(&configs, &log);
     let mut stdout = std::io::stdout().lock();
     let printed = if args.json {
         let mut doc = summary.to_json();
@@ -334,12 +346,7 @@ fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), CommBenchError> {
         doc["files"] = serde_json::json!({
             "csv": files.csv, "svg": files.svg, "png": files.png,
         });
-        doc["foreign_load"] = busy_log
-            .iter()
-            .map(|(sweep, config, busy)| {
-                serde_json::json!({ "sweep": sweep, "config": config.name(), "busy_cpus": busy })
-            })
-            .collect();
+        doc["jobs"] = log.iter().map(|j| j.to_json()).collect();
         writeln!(stdout, "{doc:#}")
     } else {
         let mut text = summary.tables();
@@ -365,27 +372,45 @@ fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), CommBenchError> {
     })
 }
 
-/// Waits until other processes keep fewer than [`BUSY_WARNING`] CPUs busy,
-/// for at most `limit`, and returns the last reading (`None` where the load
-/// cannot be read).
-fn settle(limit: Duration) -> Option<f64> {
-    let start = Instant::now();
-    loop {
-        let busy = comm::load::foreign_busy_cpus()?;
-        if busy < BUSY_WARNING || start.elapsed() >= limit {
-            return Some(busy);
-        }
+/// One worker job the orchestrator ran, and how disturbed it was.
+#[derive(Debug, Clone, Copy)]
+struct JobLog {
+    sweep: usize,
+    config: Config,
+    attempt: usize,
+    /// CPUs others kept busy just before the job.
+    busy_before: Option<f64>,
+    /// CPUs others kept busy, on average, while the job ran.
+    busy_during: Option<f64>,
+    seconds: f64,
+}
+
+impl JobLog {
+    fn disturbed(&self) -> bool {
+        self.busy_during.is_some_and(|b| b >= BUSY_WARNING)
+    }
+
+    fn to_json(self) -> serde_json::Value {
+        serde_json::json!({
+            "sweep": self.sweep,
+            "config": self.config.name(),
+            "attempt": self.attempt,
+            "busy_cpus_before": self.busy_before,
+            "busy_cpus_during": self.busy_during,
+            "disturbed": self.disturbed(),
+            "seconds": self.seconds,
+        })
     }
 }
 
-/// Step 2 for one job.
+/// Step 2 for one job, and step 4's reading of its results.
 fn run_job(
     config: Config,
     program: &Path,
     out: &Path,
     task: &Task,
     sample_ms: u64,
-) -> Result<(), CommBenchError> {
+) -> Result<RunResult, CommBenchError> {
     let sizes = task
         .sizes
         .iter()
@@ -407,14 +432,12 @@ fn run_job(
         worker_args.extend(["--window".to_owned(), w.to_string()]);
     }
     let outcome = launch::run(&config.job(program, worker_args)).map_err(|source| {
-        eprintln!();
         CommBenchError::Launch {
             config: config.name(),
             source,
         }
     })?;
     if !outcome.success() {
-        eprintln!();
         return Err(CommBenchError::WorkerFailed {
             config: config.name(),
             code: outcome.exit_code,
@@ -425,7 +448,7 @@ fn run_job(
             },
         });
     }
-    Ok(())
+    RunResult::read(config.name(), out)
 }
 
 /// How the figures were measured, one sentence per line.
@@ -475,24 +498,50 @@ fn method_lines(args: &RwriteArgs, configs: &[Config]) -> Vec<String> {
 }
 
 /// Remarks about what was not measured, and about busy neighbours.
-fn notes(configs: &[Config], busy_log: &[(usize, Config, f64)]) -> Vec<String> {
+fn notes(configs: &[Config], log: &[JobLog]) -> Vec<String> {
     let mut notes = Vec::new();
-    let busy: Vec<String> = busy_log
+    let disturbed: Vec<String> = log
         .iter()
-        .filter(|(_, _, b)| *b >= BUSY_WARNING)
-        .map(|(sweep, config, b)| format!("sweep {sweep} {}: {b:.1}", config.name()))
+        .filter(|j| j.disturbed())
+        .map(|j| {
+            format!(
+                "sweep {} {}: {:.1}",
+                j.sweep,
+                j.config.name(),
+                j.busy_during.unwrap_or(0.0)
+            )
+        })
         .collect();
-    if busy.is_empty() {
+    if log.iter().all(|j| j.busy_during.is_none()) {
+        notes.push(
+            "The load of other processes could not be read (no /proc): runs were not \
+             checked for disturbance."
+                .into(),
+        );
+    } else if disturbed.is_empty() {
         notes.push(format!(
-            "The machine was quiet before every run (other processes kept less than \
-             {BUSY_WARNING} CPU busy)."
+            "No run was disturbed: other processes kept less than {BUSY_WARNING} CPU busy \
+             during every run."
         ));
     } else {
         notes.push(format!(
-            "Other processes kept CPUs busy just before some runs ({}); those runs may be \
-             slow, and a best-of-K figure is clean only if another sweep was quiet.",
-            busy.join(", ")
+            "Disturbed runs (other processes kept this many CPUs busy meanwhile; each was \
+             repeated up to {RETRIES} times, and only undisturbed runs count where a \
+             configuration has any): {}.",
+            disturbed.join(", ")
         ));
+        for &config in configs {
+            if log
+                .iter()
+                .filter(|j| j.config == config)
+                .all(JobLog::disturbed)
+            {
+                notes.push(format!(
+                    "Every run of {} was disturbed: its figures are suspect.",
+                    config.name()
+                ));
+            }
+        }
     }
     if !cfg!(feature = "mpi") {
         notes.push(format!(

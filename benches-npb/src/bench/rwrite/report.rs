@@ -1,5 +1,6 @@
 //! From the runs to the figures: per configuration and size, the best run
-//! (highest median throughput over the sweeps), each mttl configuration's
+//! (highest median throughput over the sweeps; over the undisturbed ones if
+//! there are any), each mttl configuration's
 //! ratio to its reference, the targets check, and the table, JSON and CSV
 //! forms of all that.
 //!
@@ -78,11 +79,13 @@ impl Best {
     }
 }
 
-/// The best of `runs` at `size`.
+/// The best of `runs` at `size`: of the undisturbed runs if there are any.
 fn best_of(size: usize, runs: &[RunResult]) -> Option<Best> {
+    let clean = runs.iter().any(|r| !r.disturbed);
     let mut best: Option<Best> = None;
     for s in runs
         .iter()
+        .filter(|r| !clean || !r.disturbed)
         .flat_map(|r| &r.sizes)
         .filter(|s| s.size == size as u64)
     {
@@ -411,17 +414,27 @@ mod tests {
                 issue_us: vec![1.0; bytes_per_s.len()],
                 sync_us: vec![2.0; bytes_per_s.len()],
             }],
+            disturbed: false,
         }
     }
 
     #[test]
     fn the_best_run_median_is_kept() {
         let runs = vec![run(512, &[1e6, 5e6, 3e6]), run(512, &[2e6, 2e6, 9e6])];
-        let summary = Summary::new(&[512], &[(Config::Mpi, runs)]);
+        let summary = Summary::new(&[512], &[(Config::Mpi, runs.clone())]);
         let best = summary.get(Config::Mpi, 512).expect("512 was measured");
         assert_eq!(best.bytes_per_s, 3e6);
         assert_eq!(best.mb_per_s(), 3.0);
         assert!(summary.get(Config::Mpi, 8).is_none());
+        // A disturbed run counts only when every run was disturbed.
+        let mut runs = runs;
+        runs[1].disturbed = true;
+        runs[0] = run(512, &[1e6]);
+        let summary = Summary::new(&[512], &[(Config::Mpi, runs.clone())]);
+        assert_eq!(summary.get(Config::Mpi, 512).unwrap().bytes_per_s, 1e6);
+        runs[0].disturbed = true;
+        let summary = Summary::new(&[512], &[(Config::Mpi, runs)]);
+        assert_eq!(summary.get(Config::Mpi, 512).unwrap().bytes_per_s, 2e6);
     }
 
     #[test]
@@ -435,6 +448,7 @@ mod tests {
                     .zip(bw)
                     .map(|(&s, b)| run(s as u64, &[b]).sizes.remove(0))
                     .collect(),
+                disturbed: false,
             }]
         };
         let summary = Summary::new(

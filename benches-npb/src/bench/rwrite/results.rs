@@ -22,6 +22,9 @@ pub(super) struct RunResult {
     pub(super) backend: String,
     /// The sizes, in the order measured.
     pub(super) sizes: Vec<SizeSamples>,
+    /// Whether other processes kept the machine busy during the run (set
+    /// by the orchestrator, not part of the file).
+    pub(super) disturbed: bool,
 }
 
 impl RunResult {
@@ -105,7 +108,11 @@ impl RunResult {
                 sync_us: figures("sync_us")?,
             });
         }
-        Ok(RunResult { backend, sizes })
+        Ok(RunResult {
+            backend,
+            sizes,
+            disturbed: false,
+        })
     }
 }
 
@@ -125,6 +132,7 @@ mod tests {
                 issue_us: vec![0.25, 0.5],
                 sync_us: vec![12.0, 13.5],
             }],
+            disturbed: false,
         };
         let value = run.to_json("mpi");
         assert_eq!(RunResult::from_json("mpi", &value), Ok(run));

@@ -131,6 +131,7 @@ fn mttl_worker(config: Config, task: &Task, out: &Path) -> Result<(), CommBenchE
         RunResult {
             backend: backend.to_owned(),
             sizes: from_rank0?,
+            disturbed: false,
         }
         .write(name, &out)
         .map_err(|e| e.to_string())
@@ -230,6 +231,7 @@ fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), CommBenchEr
         RunResult {
             backend: "rsmpi".to_owned(),
             sizes: samples,
+            disturbed: false,
         }
         .write(config.name(), out)?;
     }
