@@ -44,8 +44,8 @@
 //! member function's panic message. Bodies above the eager limit travel as
 //! a separate `DATA` message (see `wire`); a blocking write sends it
 //! straight from the caller's slice, and a read's reply straight from the
-//! region. A write's body does so from 4 KiB on, below the eager limit:
-//! neither side then copies it into or out of a combined message.
+//! region. On MPI a write's body does so from 2 KiB on, below the eager
+//! limit: neither side then copies it into or out of a combined message.
 //! Requests larger than 1 GiB are split into several.
 //!
 //! # A remote access, step by step

@@ -12,7 +12,7 @@ use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
 use bincode::{BorrowDecode, Decode, Encode};
 use bytemuck::{Pod, Zeroable};
-use mttl_comm::Rank;
+use mttl_comm::{AnyComm, Rank};
 
 use super::completion::Request;
 use super::error::{Fault, GlobalError, GlobalErrorKind};
@@ -21,7 +21,7 @@ use super::{or_panic, pack_addr, MAX_REQUEST};
 use crate::codec;
 use crate::invoke::{self, RemoteMethod};
 use crate::registry::Callable;
-use crate::runtime::with_rt;
+use crate::runtime::{with_rt, Runtime};
 use crate::thread;
 use crate::wire::{self, HeaderBuf};
 
@@ -193,14 +193,24 @@ impl<T> GlobalPtr<T> {
     }
 }
 
-/// The largest write body sent behind its header in one message; a larger
-/// one goes as a second message straight from the caller's slice
-/// ([`Runtime::post_split`](crate::runtime::Runtime::post_split)). Copying
-/// header and body together costs the sender a copy and the owner another
-/// (cutting the body out), more than a second message from about this size
-/// on: on Open MPI's shared memory a 64 KiB `nwrite` ran at 2 GB/s combined
-/// and 9 to 11 GB/s split (`mttl-bench rwrite`).
-const SPLIT_WRITE: usize = 4 << 10;
+/// The largest write body sent behind its header in one message on the MPI
+/// backend; a larger one goes as a second message straight from the
+/// caller's slice ([`Runtime::post_split`]). Copying header and body
+/// together costs the sender a copy and the owner another (cutting the body
+/// out), more than a second message from about this size on: with Open
+/// MPI's shared memory, 64 KiB `nwrite`s ran at 4.6 GB/s combined and 12.9
+/// GB/s split, 4 KiB ones 25% faster split (`mttl-bench rwrite`).
+///
+/// On TCP every message costs a system call and a pass through the
+/// loopback stack, which outweighs those copies up to the eager limit
+/// (8 and 16 KiB writes ran a third slower split), so there write bodies
+/// split only where every body does.
+const SPLIT_WRITE: usize = 2 << 10;
+
+/// Whether a write body of `len` bytes goes as a second message.
+fn splits_write(rt: &Runtime, len: usize) -> bool {
+    len > SPLIT_WRITE && !matches!(rt.comm, AnyComm::Tcp(_))
+}
 
 /// The largest part of a request, rounded down to whole elements.
 fn piece_len(elem: usize) -> usize {
@@ -509,7 +519,7 @@ impl<T: Pod> GlobalPtr<T> {
                     rt.global.note_nwrite(at.node);
                     (wire::WRITE, header.bytes)
                 };
-                let sent = if piece.len() > SPLIT_WRITE {
+                let sent = if splits_write(rt, piece.len()) {
                     rt.post_split(at.node, kind, &header, piece)
                 } else {
                     rt.post(at.node, kind, &header, piece)
