@@ -2,12 +2,12 @@
 //! machine, the paper's fig. 7: mttl's `nwrite` into the other rank's global
 //! array against raw MPI send/receive, NetPIPE style, from 8 B to 1 MiB.
 //!
-//! | configuration | what runs                                                   | launched by                      |
-//! |---------------|-------------------------------------------------------------|----------------------------------|
-//! | `tcp`         | an mttl program: `nwrite_slice` + `barrier`, TCP backend    | [`launch::run`], TCP             |
-//! | `mpi`         | the same on the MPI backend                                 | [`launch::run`], MPI (`mpirun`)  |
-//! | `raw-mpi`     | plain rsmpi `Send` / `Recv` + `Barrier`, no mttl            | `mpirun`, Open MPI's default transport |
-//! | `raw-mpi-tcp` | the same over Open MPI's TCP transport                      | `mpirun`, `pml ob1`, `btl tcp,self` |
+//! | configuration | what runs                                                | launched by                            |
+//! |---------------|----------------------------------------------------------|----------------------------------------|
+//! | `tcp`         | an mttl program: `nwrite_slice` + `barrier`, TCP backend | [`launch::run`], TCP                   |
+//! | `mpi`         | the same on the MPI backend                              | [`launch::run`], MPI (`mpirun`)        |
+//! | `raw-mpi`     | plain rsmpi `Send` / `Recv` + `Barrier`, no mttl         | `mpirun`, Open MPI's default transport |
+//! | `raw-mpi-tcp` | the same over Open MPI's TCP transport                   | `mpirun`, `pml ob1`, `btl tcp,self`    |
 //!
 //! The configurations, their jobs, the size syntax, the wait for a quiet
 //! machine and the errors are `mttl-bench comm`'s ([`super::comm`]); what
@@ -349,7 +349,7 @@ fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), CommBenchError> {
         doc["jobs"] = log.iter().map(|j| j.to_json()).collect();
         writeln!(stdout, "{doc:#}")
     } else {
-        let mut text = summary.tables();
+        let mut text = summary.tables(args.reps);
         text.push_str("\nHow measured\n");
         for line in method.iter().chain(&notes) {
             text.push_str("  ");

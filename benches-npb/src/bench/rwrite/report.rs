@@ -143,8 +143,6 @@ pub(super) struct Summary {
     pub(super) configs: Vec<Config>,
     /// `best[c][s]`: configuration `configs[c]` at `sizes[s]`.
     best: Vec<Vec<Option<Best>>>,
-    /// Runs kept per configuration.
-    runs: Vec<usize>,
 }
 
 impl Summary {
@@ -157,7 +155,6 @@ impl Summary {
                 .iter()
                 .map(|(_, r)| sizes.iter().map(|&s| best_of(s, r)).collect())
                 .collect(),
-            runs: runs.iter().map(|(_, r)| r.len()).collect(),
         }
     }
 
@@ -209,10 +206,10 @@ impl Summary {
         checks
     }
 
-    /// The throughput table with the ratios, and the breakdown table.
-    pub(super) fn tables(&self) -> String {
+    /// The throughput table with the ratios, and the breakdown table, of
+    /// `reps` sweeps.
+    pub(super) fn tables(&self, reps: u32) -> String {
         let mut t = String::new();
-        let reps = self.runs.iter().copied().max().unwrap_or(0);
         let _ = writeln!(
             t,
             "Remote-write throughput, 2 ranks on this machine, MB/s (10^6 bytes/s), best of \
@@ -469,6 +466,9 @@ mod tests {
         assert_eq!(checks[1].met(), Some(false));
         let text = summary.targets_text();
         assert!(text.contains("MISSED"), "{text}");
+        let table = summary.tables(3);
+        assert!(table.contains("best of 3 sweep(s)"), "{table}");
+        assert!(table.contains("0.90x"), "{table}");
         let csv = summary.to_csv();
         assert_eq!(csv.lines().count(), 1 + 3 * 3);
         assert!(csv.contains("mttl-mpi,512,0.000,raw-mpi,0.9000,"), "{csv}");
