@@ -252,7 +252,7 @@ fn draw<DB: DrawingBackend>(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperRight)
         .label_font(("sans-serif", 15))
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
