@@ -10,8 +10,9 @@
 //!    sender's keys go in its landing array (NPB's `key_buff2`), at the
 //!    displacement it computed from the counts: one alltoall of pointers.
 //! 2. Each sender `nwrite`s its keys for every receiver through that
-//!    pointer, then meets the others at a barrier, which completes every
-//!    remote write issued before it.
+//!    pointer, the next node first and itself last (so that every node
+//!    starts sending at once), then meets the others at a barrier, which
+//!    completes every remote write issued before it.
 //! 3. The receiver borrows its landing array and hands it to the ranking
 //!    without a copy, until the next exchange begins (no node writes into
 //!    it in between: step 1 comes first).
@@ -86,8 +87,9 @@ impl IsComm for MttlIs<'_> {
             .collect();
         let mut there = vec![GlobalPtr::null(); here.len()];
         mttl::alltoall_slice(&here, &mut there);
-        for (to, (&displ, &count)) in there.iter().zip(send_displs.iter().zip(send_counts)) {
-            to.nwrite_slice(&send[displ as usize..][..count as usize]);
+        for d in (1..=there.len()).map(|k| (me + k) % there.len()) {
+            let (displ, count) = (send_displs[d] as usize, send_counts[d] as usize);
+            there[d].nwrite_slice(&send[displ..][..count]);
         }
         mttl::barrier();
         self.keys = Some(self.landing.borrow());
