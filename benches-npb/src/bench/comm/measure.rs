@@ -45,8 +45,11 @@ pub(super) const WARMUP_WINDOWS: usize = 2;
 
 /// Payload bytes one way of the round-trip warm-up, before clamping.
 const WARMUP_BYTES: usize = 4 << 20;
-/// Bytes in flight per bandwidth window, before clamping.
-const WINDOW_BYTES: usize = 64 << 20;
+/// Bytes in flight per bandwidth window, before clamping. mttl's `nsend`
+/// consumes a distinct buffer per message where raw MPI resends one buffer;
+/// a window this small keeps mttl's buffers in cache too, and is still deep
+/// enough that the acknowledgement costs little.
+const WINDOW_BYTES: usize = 4 << 20;
 /// Bounds of the calibrated round trips per sample.
 const RTT_ITERS: (usize, usize) = (2, 1_000_000);
 /// Bounds of the calibrated windows per sample.
@@ -277,8 +280,9 @@ mod tests {
         let tiny = Plan::for_size(8);
         assert_eq!((tiny.rtt_warmup, tiny.window), (50, 64));
         let huge = Plan::for_size(16 << 20);
-        assert_eq!((huge.rtt_warmup, huge.window), (4, 4));
-        assert_eq!(Plan::for_size(1 << 20).window, 64);
+        assert_eq!((huge.rtt_warmup, huge.window), (4, 2));
+        assert_eq!(Plan::for_size(64 << 10).window, 64);
+        assert_eq!(Plan::for_size(1 << 20).window, 4);
         assert_eq!(Plan::for_size(0).size, 1);
     }
 
