@@ -165,7 +165,7 @@ impl Config {
 /// Arguments of `mttl-bench comm`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommArgs {
-    /// Print one JSON document on stdout instead of the tables.
+    /// Print one JSON document on stdout (the tables go to stderr).
     #[arg(long)]
     json: bool,
     /// Message sizes in bytes, comma-separated; K, M and G (or KiB, MiB,
@@ -429,19 +429,21 @@ fn orchestrate(args: &CommArgs, sizes: &[usize]) -> Result<(), CommBenchError> {
     let method = method_lines(args.reps, args.settle, &configs);
     let notes = notes(&configs, &log);
     let mut stdout = std::io::stdout().lock();
+    let mut text = summary.tables();
+    text.push_str("\nHow measured\n");
+    for line in method.iter().chain(&notes) {
+        text.push_str("  ");
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push_str(&summary.targets_text());
     let printed = if args.json {
+        // The tables still reach a person watching, on stderr.
+        eprint!("{text}");
         let mut doc = summary.to_json(args.reps, &method, &notes);
         doc["jobs"] = log.iter().map(|j| j.to_json()).collect();
         writeln!(stdout, "{doc:#}")
     } else {
-        let mut text = summary.tables();
-        text.push_str("\nHow measured\n");
-        for line in method.iter().chain(&notes) {
-            text.push_str("  ");
-            text.push_str(line);
-            text.push('\n');
-        }
-        text.push_str(&summary.targets_text());
         write!(stdout, "{text}")
     };
     printed.map_err(|source| CommBenchError::Io {
