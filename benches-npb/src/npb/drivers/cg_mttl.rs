@@ -15,7 +15,7 @@
 //!    its owner as a whole, so it carries its own flag.
 //! 3. The receiver yields to the runtime (which applies incoming writes)
 //!    until the first value of its own buffer `seq % 2` is `seq`, then
-//!    copies the values out. After [`SPIN_POLLS`] polls it also yields the
+//!    copies the values out. After `SPIN_POLLS` polls it also yields the
 //!    processor now and then, for oversubscribed machines.
 //! 4. The partner writes that buffer again only with `seq + 2`, after it
 //!    has received this node's write `seq + 1`, which this node sends only
