@@ -47,7 +47,11 @@ const QUIET_CPUS: f64 = 0.25;
 
 /// Sweep `npb` over configurations and keep the best of K runs of each.
 #[derive(Debug, Parser)]
-#[command(name = "npb-sweep", version, about)]
+#[command(
+    name = "npb-sweep",
+    version,
+    about = "Sweep npb over configurations, keep the best of K runs of each"
+)]
 struct Cli {
     /// Kernels, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "cg,is")]

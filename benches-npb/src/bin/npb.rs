@@ -42,7 +42,11 @@ const USAGE: u8 = 2;
 
 /// NPB CG and IS on mttl (the paper's style) or on plain MPI.
 #[derive(Debug, Parser)]
-#[command(name = "npb", version, about)]
+#[command(
+    name = "npb",
+    version,
+    about = "NPB CG and IS on mttl (the paper's style) or on plain MPI"
+)]
 struct Cli {
     /// The benchmark.
     #[arg(value_enum, required_unless_present = "line_diff")]
