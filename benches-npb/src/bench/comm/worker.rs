@@ -1,0 +1,106 @@
+//! A worker rank of `mttl-bench comm` (step 3 of the [module docs](super)):
+//! joins a two-rank job of one configuration, runs the measurement loops,
+//! and on rank 0 writes the results file.
+
+use std::path::Path;
+
+use mttl_comm::{AnyComm, Comm};
+
+#[cfg(feature = "mpi")]
+use super::endpoint;
+use super::endpoint::MttlEndpoint;
+use super::results::RunResult;
+#[cfg(not(feature = "mpi"))]
+use super::MPI_BUILD_HINT;
+use super::{measure, CommBenchError, Config};
+
+/// Step 3 of the [module docs](super): one worker rank.
+pub(super) fn worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), CommBenchError> {
+    match config {
+        Config::Tcp | Config::Mpi => mttl_worker(config, sizes, out),
+        Config::RawMpi | Config::RawMpiTcp => raw_worker(config, sizes, out),
+    }
+}
+
+fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), CommBenchError> {
+    let comm = AnyComm::init()?;
+    let setup = |detail: String| CommBenchError::Setup {
+        config: config.name(),
+        detail,
+    };
+    let backend = comm.backend_name();
+    if backend != config.name() {
+        return Err(setup(format!(
+            "the launch environment chose the {backend} backend instead"
+        )));
+    }
+    if comm.size() != 2 {
+        return Err(setup(format!(
+            "the job has {} ranks instead of 2",
+            comm.size()
+        )));
+    }
+    let mut ep = MttlEndpoint::new(comm);
+    let samples = measure::sweep(&mut ep, sizes)?;
+    let comm = ep.into_comm();
+    if comm.rank() == 0 {
+        RunResult {
+            backend: backend.to_owned(),
+            sizes: samples,
+            disturbed: false,
+        }
+        .write(config.name(), out)?;
+    }
+    comm.finish()?;
+    Ok(())
+}
+
+#[cfg(feature = "mpi")]
+fn raw_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), CommBenchError> {
+    use mpi::topology::Communicator;
+    use mpi::Threading;
+
+    let setup = |detail: String| CommBenchError::Setup {
+        config: config.name(),
+        detail,
+    };
+    // The mttl MPI backend runs at FUNNELED; the baseline does the same.
+    let (universe, _) = mpi::initialize_with_threading(Threading::Funneled)
+        .ok_or_else(|| setup("MPI was already initialised in this process".into()))?;
+    let world = universe.world();
+    if world.size() != 2 {
+        return Err(setup(format!(
+            "the MPI job has {} ranks instead of 2 (was this program started by the mpirun \
+             of the MPI it was built against?)",
+            world.size()
+        )));
+    }
+    let rank = world.rank();
+    let max_len = sizes
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0)
+        .max(measure::ACK_LEN);
+    let mut ep = endpoint::RawMpiEndpoint::new(world, max_len);
+    let samples = measure::sweep(&mut ep, sizes)?;
+    if rank == 0 {
+        RunResult {
+            backend: "rsmpi".to_owned(),
+            sizes: samples,
+            disturbed: false,
+        }
+        .write(config.name(), out)?;
+    }
+    drop(ep);
+    drop(universe);
+    Ok(())
+}
+
+#[cfg(not(feature = "mpi"))]
+fn raw_worker(config: Config, _sizes: &[usize], _out: &Path) -> Result<(), CommBenchError> {
+    Err(CommBenchError::Setup {
+        config: config.name(),
+        detail: format!("this build has no MPI; rebuild with `{MPI_BUILD_HINT}`"),
+    })
+}
