@@ -42,7 +42,7 @@
 //!    tables on stderr), and removes the temporary directory.
 
 mod endpoint;
-mod error;
+
 pub(super) mod load;
 mod measure;
 mod orchestrate;
@@ -55,8 +55,8 @@ use std::path::{Path, PathBuf};
 use clap::ValueEnum;
 use mttl_comm::launch::{BackendKind, JobSpec};
 
-pub use self::error::CommBenchError;
 use self::report::size_label;
+pub use crate::bench::error::BenchError;
 
 /// The default sizes: 8 B to 16 MiB.
 const DEFAULT_SIZES: &[usize] = &[
@@ -236,7 +236,7 @@ pub(super) fn parse_size(text: &str) -> Result<usize, String> {
 
 /// Runs `mttl-bench comm`: the orchestrator, or a worker rank when started
 /// with `--worker`.
-pub fn run(args: CommArgs) -> Result<(), CommBenchError> {
+pub fn run(args: CommArgs) -> Result<(), BenchError> {
     let sizes = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.to_vec());
     match (args.worker, &args.out) {
         (Some(config), Some(out)) => worker::worker(config, &sizes, out),
@@ -245,14 +245,14 @@ pub fn run(args: CommArgs) -> Result<(), CommBenchError> {
 }
 
 /// The configurations asked for, checked against this build.
-fn chosen_configs(args: &CommArgs) -> Result<Vec<Config>, CommBenchError> {
+fn chosen_configs(args: &CommArgs) -> Result<Vec<Config>, BenchError> {
     let Some(asked) = &args.backends else {
         return Ok(Config::ALL.into_iter().filter(|c| c.available()).collect());
     };
     let mut chosen = Vec::new();
     for &config in asked {
         if !config.available() {
-            return Err(CommBenchError::Usage(format!(
+            return Err(BenchError::Usage(format!(
                 "configuration {} needs MPI, and this mttl-bench was built without the \
                  `mpi` feature; rebuild with `{MPI_BUILD_HINT}`",
                 config.name()
@@ -263,7 +263,7 @@ fn chosen_configs(args: &CommArgs) -> Result<Vec<Config>, CommBenchError> {
         }
     }
     if chosen.is_empty() {
-        return Err(CommBenchError::Usage(
+        return Err(BenchError::Usage(
             "--backends names no configuration".into(),
         ));
     }
@@ -276,9 +276,9 @@ pub(super) struct TempDir(PathBuf);
 
 impl TempDir {
     /// A fresh directory for subcommand `name` of this process.
-    pub(super) fn new(name: &str) -> Result<TempDir, CommBenchError> {
+    pub(super) fn new(name: &str) -> Result<TempDir, BenchError> {
         let path = std::env::temp_dir().join(format!("mttl-bench-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&path).map_err(|source| CommBenchError::Io {
+        std::fs::create_dir_all(&path).map_err(|source| BenchError::Io {
             what: "create the temporary directory",
             path: path.clone(),
             source,

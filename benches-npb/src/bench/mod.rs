@@ -7,5 +7,6 @@
 //! struct) and an entry point, so the binary only dispatches.
 
 pub mod comm;
+mod error;
 pub mod runtime;
 pub mod rwrite;

@@ -40,7 +40,6 @@
 //!    the targets check (or one JSON document with `--json`), and removes
 //!    the temporary directory.
 
-mod error;
 mod measure;
 mod report;
 mod results;
@@ -53,11 +52,11 @@ use clap::ValueEnum;
 use mttl_comm::launch::{self, BackendKind, JobSpec};
 use mttl_comm::{AnyComm, Comm, Rank};
 
-pub use self::error::RuntimeBenchError;
 use self::measure::PingPong;
 use self::report::Summary;
 use self::results::RunResult;
 use super::comm::load;
+pub use crate::bench::error::BenchError;
 
 /// The command that rebuilds this benchmark with the MPI configurations.
 const MPI_BUILD_HINT: &str =
@@ -196,7 +195,7 @@ fn parse_settle(text: &str) -> Result<f64, String> {
 
 /// Runs `mttl-bench runtime`: the orchestrator, or a worker rank when
 /// started with `--worker`.
-pub fn run(args: RuntimeArgs) -> Result<(), RuntimeBenchError> {
+pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
     let sample_time = Duration::from_millis(args.sample_ms);
     match (args.worker, &args.out) {
         (Some(config), Some(out)) => worker(config, sample_time, out),
@@ -205,14 +204,14 @@ pub fn run(args: RuntimeArgs) -> Result<(), RuntimeBenchError> {
 }
 
 /// The configurations asked for, checked against this build.
-fn chosen_configs(args: &RuntimeArgs) -> Result<Vec<Config>, RuntimeBenchError> {
+fn chosen_configs(args: &RuntimeArgs) -> Result<Vec<Config>, BenchError> {
     let Some(asked) = &args.backends else {
         return Ok(Config::ALL.into_iter().filter(|c| c.available()).collect());
     };
     let mut chosen = Vec::new();
     for &config in asked {
         if !config.available() {
-            return Err(RuntimeBenchError::Usage(format!(
+            return Err(BenchError::Usage(format!(
                 "configuration {} needs MPI, and this mttl-bench was built without the \
                  `mpi` feature; rebuild with `{MPI_BUILD_HINT}`",
                 config.name()
@@ -223,7 +222,7 @@ fn chosen_configs(args: &RuntimeArgs) -> Result<Vec<Config>, RuntimeBenchError> 
         }
     }
     if chosen.is_empty() {
-        return Err(RuntimeBenchError::Usage(
+        return Err(BenchError::Usage(
             "--backends names no configuration".into(),
         ));
     }
@@ -235,9 +234,9 @@ fn chosen_configs(args: &RuntimeArgs) -> Result<Vec<Config>, RuntimeBenchError> 
 struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new() -> Result<TempDir, RuntimeBenchError> {
+    fn new() -> Result<TempDir, BenchError> {
         let path = std::env::temp_dir().join(format!("mttl-bench-runtime-{}", std::process::id()));
-        std::fs::create_dir_all(&path).map_err(|source| RuntimeBenchError::Io {
+        std::fs::create_dir_all(&path).map_err(|source| BenchError::Io {
             what: "create the temporary directory",
             path: path.clone(),
             source,
@@ -253,9 +252,9 @@ impl Drop for TempDir {
 }
 
 /// Steps 1 to 5 of the module docs.
-fn orchestrate(args: &RuntimeArgs, sample_time: Duration) -> Result<(), RuntimeBenchError> {
+fn orchestrate(args: &RuntimeArgs, sample_time: Duration) -> Result<(), BenchError> {
     let configs = chosen_configs(args)?;
-    let program = std::env::current_exe().map_err(|source| RuntimeBenchError::Io {
+    let program = std::env::current_exe().map_err(|source| BenchError::Io {
         what: "find the path of",
         path: PathBuf::from("this program"),
         source,
@@ -328,7 +327,7 @@ fn orchestrate(args: &RuntimeArgs, sample_time: Duration) -> Result<(), RuntimeB
         text.push_str(&summary.targets_text());
         write!(stdout, "{text}")
     };
-    printed.map_err(|source| RuntimeBenchError::Io {
+    printed.map_err(|source| BenchError::Io {
         what: "write the results to",
         path: PathBuf::from("standard output"),
         source,
@@ -336,12 +335,7 @@ fn orchestrate(args: &RuntimeArgs, sample_time: Duration) -> Result<(), RuntimeB
 }
 
 /// Step 2 for a configuration that runs as a job.
-fn run_job(
-    config: Config,
-    program: &Path,
-    out: &Path,
-    sample_ms: u64,
-) -> Result<(), RuntimeBenchError> {
+fn run_job(config: Config, program: &Path, out: &Path, sample_ms: u64) -> Result<(), BenchError> {
     let worker_args = vec![
         "runtime".to_owned(),
         "--worker".to_owned(),
@@ -353,14 +347,14 @@ fn run_job(
     ];
     let outcome = launch::run(&config.job(program, worker_args)).map_err(|source| {
         eprintln!();
-        RuntimeBenchError::Launch {
+        BenchError::Launch {
             config: config.name(),
             source,
         }
     })?;
     if !outcome.success() {
         eprintln!();
-        return Err(RuntimeBenchError::WorkerFailed {
+        return Err(BenchError::WorkerFailed {
             config: config.name(),
             code: outcome.exit_code,
             hint: if config.needs_mpi() {
@@ -478,9 +472,9 @@ fn notes(configs: &[Config], load_log: &[LoadEntry]) -> Vec<String> {
 }
 
 /// Step 3 of the module docs: one worker rank.
-fn worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), RuntimeBenchError> {
+fn worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), BenchError> {
     match config {
-        Config::Sched => Err(RuntimeBenchError::Usage(
+        Config::Sched => Err(BenchError::Usage(
             "the sched configuration runs in the orchestrator, not as a job".into(),
         )),
         Config::Tcp | Config::Mpi => program_worker(config, sample_time, out),
@@ -499,11 +493,7 @@ fn backend_of(config: Config) -> &'static str {
 }
 
 /// An mttl program: rank 0 measures, rank 1 serves.
-fn program_worker(
-    config: Config,
-    sample_time: Duration,
-    out: &Path,
-) -> Result<(), RuntimeBenchError> {
+fn program_worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), BenchError> {
     let out = out.to_owned();
     let name = config.name();
     let code = mttl::start(move || -> Result<(), String> {
@@ -525,7 +515,7 @@ fn program_worker(
     if code == 0 {
         Ok(())
     } else {
-        Err(RuntimeBenchError::Setup {
+        Err(BenchError::Setup {
             config: name,
             detail: format!("the mttl program exited with status {code}"),
         })
@@ -544,19 +534,19 @@ impl PingPong for CommEndpoint {
         self.comm.rank()
     }
 
-    fn send(&mut self, data: &[u8]) -> Result<(), RuntimeBenchError> {
+    fn send(&mut self, data: &[u8]) -> Result<(), BenchError> {
         let peer: Rank = 1 - self.comm.rank();
         Ok(self.comm.send(peer, PING_TAG, data)?)
     }
 
-    fn recv(&mut self) -> Result<&[u8], RuntimeBenchError> {
+    fn recv(&mut self) -> Result<&[u8], BenchError> {
         let peer: Rank = 1 - self.comm.rank();
         match self.comm.recv_from(peer, None)? {
             Some(message) => {
                 self.last = message.data;
                 Ok(&self.last)
             }
-            None => Err(RuntimeBenchError::Protocol {
+            None => Err(BenchError::Protocol {
                 rank: self.comm.rank(),
                 detail: "a receive without a timeout returned no message".into(),
             }),
@@ -564,11 +554,11 @@ impl PingPong for CommEndpoint {
     }
 }
 
-fn comm_worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), RuntimeBenchError> {
+fn comm_worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), BenchError> {
     let comm = AnyComm::init()?;
     let backend = comm.backend_name();
     if backend != backend_of(config) || comm.size() != 2 {
-        return Err(RuntimeBenchError::Setup {
+        return Err(BenchError::Setup {
             config: config.name(),
             detail: format!(
                 "the job runs {} ranks on the {backend} backend instead of 2 on {}",
@@ -594,7 +584,7 @@ fn comm_worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), 
 }
 
 #[cfg(feature = "mpi")]
-fn raw_worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), RuntimeBenchError> {
+fn raw_worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), BenchError> {
     use mpi::datatype::Equivalence;
     use mpi::point_to_point::{Destination, Source};
     use mpi::topology::{Communicator, SimpleCommunicator};
@@ -612,20 +602,20 @@ fn raw_worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), R
             self.world.rank().unsigned_abs() as usize
         }
 
-        fn send(&mut self, data: &[u8]) -> Result<(), RuntimeBenchError> {
+        fn send(&mut self, data: &[u8]) -> Result<(), BenchError> {
             let peer = 1 - self.world.rank();
             self.world.process_at_rank(peer).send(data);
             Ok(())
         }
 
-        fn recv(&mut self) -> Result<&[u8], RuntimeBenchError> {
+        fn recv(&mut self) -> Result<&[u8], BenchError> {
             let peer = 1 - self.world.rank();
             let status = self
                 .world
                 .process_at_rank(peer)
                 .receive_into(&mut self.buffer[..]);
             let count = status.count(u8::equivalent_datatype());
-            self.len = usize::try_from(count).map_err(|_| RuntimeBenchError::Protocol {
+            self.len = usize::try_from(count).map_err(|_| BenchError::Protocol {
                 rank: self.rank(),
                 detail: format!("MPI reported a message of {count} elements"),
             })?;
@@ -633,7 +623,7 @@ fn raw_worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), R
         }
     }
 
-    let setup = |detail: String| RuntimeBenchError::Setup {
+    let setup = |detail: String| BenchError::Setup {
         config: config.name(),
         detail,
     };
@@ -667,12 +657,8 @@ fn raw_worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), R
 }
 
 #[cfg(not(feature = "mpi"))]
-fn raw_worker(
-    config: Config,
-    _sample_time: Duration,
-    _out: &Path,
-) -> Result<(), RuntimeBenchError> {
-    Err(RuntimeBenchError::Setup {
+fn raw_worker(config: Config, _sample_time: Duration, _out: &Path) -> Result<(), BenchError> {
+    Err(BenchError::Setup {
         config: config.name(),
         detail: format!("this build has no MPI; rebuild with `{MPI_BUILD_HINT}`"),
     })

@@ -53,7 +53,7 @@ use mttl_comm::launch;
 use self::report::{size_label, Summary};
 use self::results::RunResult;
 use self::worker::Task;
-use super::comm::{self, load, CommBenchError, Config};
+use super::comm::{self, load, BenchError, Config};
 
 /// The default sizes: every power of 2 from 8 B to 1 MiB.
 const DEFAULT_SIZES: (u32, u32) = (3, 20);
@@ -148,7 +148,7 @@ fn parse_size(text: &str) -> Result<usize, String> {
 
 /// Runs `mttl-bench rwrite`: the orchestrator, or a worker rank when
 /// started with `--worker`.
-pub fn run(args: RwriteArgs) -> Result<(), CommBenchError> {
+pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
     let task = Task {
         sizes: args.sizes.clone().unwrap_or_else(|| {
             (DEFAULT_SIZES.0..=DEFAULT_SIZES.1)
@@ -165,14 +165,14 @@ pub fn run(args: RwriteArgs) -> Result<(), CommBenchError> {
 }
 
 /// The configurations asked for, checked against this build.
-fn chosen_configs(args: &RwriteArgs) -> Result<Vec<Config>, CommBenchError> {
+fn chosen_configs(args: &RwriteArgs) -> Result<Vec<Config>, BenchError> {
     let Some(asked) = &args.backends else {
         return Ok(Config::ALL.into_iter().filter(|c| c.available()).collect());
     };
     let mut chosen = Vec::new();
     for &config in asked {
         if !config.available() {
-            return Err(CommBenchError::Usage(format!(
+            return Err(BenchError::Usage(format!(
                 "configuration {} needs MPI, and this mttl-bench was built without the \
                  `mpi` feature; rebuild with `{MPI_BUILD_HINT}`",
                 config.name()
@@ -183,7 +183,7 @@ fn chosen_configs(args: &RwriteArgs) -> Result<Vec<Config>, CommBenchError> {
         }
     }
     if chosen.is_empty() {
-        return Err(CommBenchError::Usage(
+        return Err(BenchError::Usage(
             "--backends names no configuration".into(),
         ));
     }
@@ -217,21 +217,21 @@ impl OutputFiles {
     }
 
     /// Writes the CSV text and both pictures.
-    fn write(&self, csv_text: &str, figure: &plot::Figure) -> Result<(), CommBenchError> {
+    fn write(&self, csv_text: &str, figure: &plot::Figure) -> Result<(), BenchError> {
         if let Some(dir) = self.csv.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| CommBenchError::Io {
+            std::fs::create_dir_all(dir).map_err(|source| BenchError::Io {
                 what: "create the output directory",
                 path: dir.to_owned(),
                 source,
             })?;
         }
-        std::fs::write(&self.csv, csv_text).map_err(|source| CommBenchError::Io {
+        std::fs::write(&self.csv, csv_text).map_err(|source| BenchError::Io {
             what: "write the CSV file",
             path: self.csv.clone(),
             source,
         })?;
         let drawn = |path: &Path, result: Result<(), String>| {
-            result.map_err(|e| CommBenchError::Io {
+            result.map_err(|e| BenchError::Io {
                 what: "draw the figure",
                 path: path.to_owned(),
                 source: std::io::Error::other(e),
@@ -271,10 +271,10 @@ fn figure(summary: &Summary, title: String) -> plot::Figure {
 }
 
 /// Steps 1 to 5 of the module docs.
-fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), CommBenchError> {
+fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), BenchError> {
     let configs = chosen_configs(args)?;
     let files = OutputFiles::new(args.csv.as_deref());
-    let program = std::env::current_exe().map_err(|source| CommBenchError::Io {
+    let program = std::env::current_exe().map_err(|source| BenchError::Io {
         what: "find the path of",
         path: PathBuf::from("this program"),
         source,
@@ -365,7 +365,7 @@ fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), CommBenchError> {
         ));
         write!(stdout, "{text}")
     };
-    printed.map_err(|source| CommBenchError::Io {
+    printed.map_err(|source| BenchError::Io {
         what: "write the results to",
         path: PathBuf::from("standard output"),
         source,
@@ -410,7 +410,7 @@ fn run_job(
     out: &Path,
     task: &Task,
     sample_ms: u64,
-) -> Result<RunResult, CommBenchError> {
+) -> Result<RunResult, BenchError> {
     let sizes = task
         .sizes
         .iter()
@@ -431,14 +431,13 @@ fn run_job(
     if let Some(w) = task.window {
         worker_args.extend(["--window".to_owned(), w.to_string()]);
     }
-    let outcome = launch::run(&config.job(program, worker_args)).map_err(|source| {
-        CommBenchError::Launch {
+    let outcome =
+        launch::run(&config.job(program, worker_args)).map_err(|source| BenchError::Launch {
             config: config.name(),
             source,
-        }
-    })?;
+        })?;
     if !outcome.success() {
-        return Err(CommBenchError::WorkerFailed {
+        return Err(BenchError::WorkerFailed {
             config: config.name(),
             code: outcome.exit_code,
             hint: if config.needs_mpi() {

@@ -8,7 +8,7 @@
 
 use mttl_comm::{AnyComm, Comm, Rank, SendHandle, Tag};
 
-use super::error::CommBenchError;
+use crate::bench::error::BenchError;
 
 /// The tag of every benchmark message.
 const TAG: Tag = 7;
@@ -24,16 +24,16 @@ pub(super) trait Endpoint {
     }
 
     /// Sends `data` to the peer and returns when `data` may be reused.
-    fn send(&mut self, data: &[u8]) -> Result<(), CommBenchError>;
+    fn send(&mut self, data: &[u8]) -> Result<(), BenchError>;
 
     /// Receives the peer's next message, keeps it, and returns its length.
-    fn recv(&mut self) -> Result<usize, CommBenchError>;
+    fn recv(&mut self) -> Result<usize, BenchError>;
 
     /// The message last received.
     fn last(&self) -> &[u8];
 
     /// Sends the message last received back to the peer.
-    fn reply(&mut self) -> Result<(), CommBenchError>;
+    fn reply(&mut self) -> Result<(), BenchError>;
 
     /// Readies `count` copies of `data` for [`send_window`](Self::send_window)
     /// (outside the timed region: mttl's `nsend` consumes owned buffers).
@@ -41,7 +41,7 @@ pub(super) trait Endpoint {
 
     /// Starts `count` non-blocking sends of `data` (of the buffers readied by
     /// [`prepare_window`](Self::prepare_window)) and waits until all complete.
-    fn send_window(&mut self, data: &[u8], count: usize) -> Result<(), CommBenchError>;
+    fn send_window(&mut self, data: &[u8], count: usize) -> Result<(), BenchError>;
 }
 
 /// An endpoint on mttl's communication layer.
@@ -75,19 +75,19 @@ impl Endpoint for MttlEndpoint {
         self.comm.rank()
     }
 
-    fn send(&mut self, data: &[u8]) -> Result<(), CommBenchError> {
+    fn send(&mut self, data: &[u8]) -> Result<(), BenchError> {
         let peer: Rank = self.peer();
         Ok(self.comm.send(peer, TAG, data)?)
     }
 
-    fn recv(&mut self) -> Result<usize, CommBenchError> {
+    fn recv(&mut self) -> Result<usize, BenchError> {
         let peer = self.peer();
         match self.comm.recv_from(peer, None)? {
             Some(message) => {
                 self.last = message.data;
                 Ok(self.last.len())
             }
-            None => Err(CommBenchError::Protocol {
+            None => Err(BenchError::Protocol {
                 rank: self.rank(),
                 detail: "a receive without a timeout returned no message".into(),
             }),
@@ -98,7 +98,7 @@ impl Endpoint for MttlEndpoint {
         &self.last
     }
 
-    fn reply(&mut self) -> Result<(), CommBenchError> {
+    fn reply(&mut self) -> Result<(), BenchError> {
         let peer = self.peer();
         Ok(self.comm.send(peer, TAG, &self.last)?)
     }
@@ -108,10 +108,10 @@ impl Endpoint for MttlEndpoint {
         self.window.extend((0..count).map(|_| data.to_vec()));
     }
 
-    fn send_window(&mut self, _data: &[u8], count: usize) -> Result<(), CommBenchError> {
+    fn send_window(&mut self, _data: &[u8], count: usize) -> Result<(), BenchError> {
         let peer = self.peer();
         if self.window.len() != count {
-            return Err(CommBenchError::Protocol {
+            return Err(BenchError::Protocol {
                 rank: self.rank(),
                 detail: format!(
                     "a window of {count} sends was started with {} buffers ready",
@@ -142,7 +142,7 @@ mod raw {
     use mpi::point_to_point::{Destination, Source};
     use mpi::topology::{Communicator, SimpleCommunicator};
 
-    use super::{CommBenchError, Endpoint};
+    use super::{BenchError, Endpoint};
 
     /// An endpoint on raw rsmpi `Send` / `Recv` / `Isend`.
     pub(in crate::bench::comm) struct RawMpiEndpoint {
@@ -181,19 +181,19 @@ mod raw {
             self.world.rank().unsigned_abs() as usize
         }
 
-        fn send(&mut self, data: &[u8]) -> Result<(), CommBenchError> {
+        fn send(&mut self, data: &[u8]) -> Result<(), BenchError> {
             self.world.process_at_rank(self.peer_mpi()).send(data);
             Ok(())
         }
 
-        fn recv(&mut self) -> Result<usize, CommBenchError> {
+        fn recv(&mut self) -> Result<usize, BenchError> {
             let peer = self.peer_mpi();
             let status = self
                 .world
                 .process_at_rank(peer)
                 .receive_into(&mut self.buffer[..]);
             let count = status.count(u8::equivalent_datatype());
-            self.len = usize::try_from(count).map_err(|_| CommBenchError::Protocol {
+            self.len = usize::try_from(count).map_err(|_| BenchError::Protocol {
                 rank: self.rank(),
                 detail: format!("MPI reported a message of {count} elements"),
             })?;
@@ -204,7 +204,7 @@ mod raw {
             &self.buffer[..self.len]
         }
 
-        fn reply(&mut self) -> Result<(), CommBenchError> {
+        fn reply(&mut self) -> Result<(), BenchError> {
             let peer = self.peer_mpi();
             self.world
                 .process_at_rank(peer)
@@ -214,7 +214,7 @@ mod raw {
 
         fn prepare_window(&mut self, _data: &[u8], _count: usize) {}
 
-        fn send_window(&mut self, data: &[u8], count: usize) -> Result<(), CommBenchError> {
+        fn send_window(&mut self, data: &[u8], count: usize) -> Result<(), BenchError> {
             let peer = self.world.process_at_rank(self.peer_mpi());
             mpi::request::multiple_scope(count, |scope, requests| {
                 for _ in 0..count {

@@ -29,7 +29,7 @@
 use std::time::{Duration, Instant};
 
 use super::endpoint::Endpoint;
-use super::error::CommBenchError;
+use crate::bench::error::BenchError;
 
 /// Timed samples per size and metric.
 pub(super) const SAMPLES: usize = 5;
@@ -109,7 +109,7 @@ pub(super) struct SizeSamples {
 pub(super) fn sweep(
     ep: &mut impl Endpoint,
     sizes: &[usize],
-) -> Result<Vec<SizeSamples>, CommBenchError> {
+) -> Result<Vec<SizeSamples>, BenchError> {
     let mut results = Vec::new();
     for &size in sizes {
         let mut plan = Plan::for_size(size);
@@ -131,40 +131,35 @@ pub(super) fn sweep(
 }
 
 /// Checks that a received message has the expected length.
-fn expect_len(
-    ep: &impl Endpoint,
-    got: usize,
-    want: usize,
-    what: &str,
-) -> Result<(), CommBenchError> {
+fn expect_len(ep: &impl Endpoint, got: usize, want: usize, what: &str) -> Result<(), BenchError> {
     if got == want {
         return Ok(());
     }
-    Err(CommBenchError::Protocol {
+    Err(BenchError::Protocol {
         rank: ep.rank(),
         detail: format!("expected {what} of {want} bytes but received {got} bytes"),
     })
 }
 
 /// Sends a calibrated count to rank 1.
-fn send_count(ep: &mut impl Endpoint, count: usize) -> Result<(), CommBenchError> {
+fn send_count(ep: &mut impl Endpoint, count: usize) -> Result<(), BenchError> {
     ep.send(&(count as u64).to_le_bytes())
 }
 
 /// Receives a calibrated count from rank 0.
-fn recv_count(ep: &mut impl Endpoint) -> Result<usize, CommBenchError> {
+fn recv_count(ep: &mut impl Endpoint) -> Result<usize, BenchError> {
     let got = ep.recv()?;
     expect_len(ep, got, 8, "an iteration count")?;
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&ep.last()[..8]);
-    usize::try_from(u64::from_le_bytes(bytes)).map_err(|_| CommBenchError::Protocol {
+    usize::try_from(u64::from_le_bytes(bytes)).map_err(|_| BenchError::Protocol {
         rank: ep.rank(),
         detail: "rank 0 sent an iteration count too large for this machine".into(),
     })
 }
 
 /// Rank 0's side of the round-trip measurement (step 1).
-fn ping(ep: &mut impl Endpoint, plan: &mut Plan, data: &[u8]) -> Result<Vec<f64>, CommBenchError> {
+fn ping(ep: &mut impl Endpoint, plan: &mut Plan, data: &[u8]) -> Result<Vec<f64>, BenchError> {
     let untimed = plan.rtt_warmup / 2;
     for _ in 0..untimed {
         round_trip(ep, data)?;
@@ -188,14 +183,14 @@ fn ping(ep: &mut impl Endpoint, plan: &mut Plan, data: &[u8]) -> Result<Vec<f64>
 }
 
 /// One round trip of `data`.
-fn round_trip(ep: &mut impl Endpoint, data: &[u8]) -> Result<(), CommBenchError> {
+fn round_trip(ep: &mut impl Endpoint, data: &[u8]) -> Result<(), BenchError> {
     ep.send(data)?;
     let got = ep.recv()?;
     expect_len(ep, got, data.len(), "an echo")
 }
 
 /// Rank 1's side of the round-trip measurement.
-fn pong(ep: &mut impl Endpoint, plan: &Plan) -> Result<(), CommBenchError> {
+fn pong(ep: &mut impl Endpoint, plan: &Plan) -> Result<(), BenchError> {
     for _ in 0..plan.rtt_warmup {
         echo_one(ep, plan.size)?;
     }
@@ -207,18 +202,14 @@ fn pong(ep: &mut impl Endpoint, plan: &Plan) -> Result<(), CommBenchError> {
 }
 
 /// Receives one ping and sends it back.
-fn echo_one(ep: &mut impl Endpoint, size: usize) -> Result<(), CommBenchError> {
+fn echo_one(ep: &mut impl Endpoint, size: usize) -> Result<(), BenchError> {
     let got = ep.recv()?;
     expect_len(ep, got, size, "a ping")?;
     ep.reply()
 }
 
 /// Rank 0's side of the bandwidth measurement (step 2).
-fn stream(
-    ep: &mut impl Endpoint,
-    plan: &mut Plan,
-    data: &[u8],
-) -> Result<Vec<f64>, CommBenchError> {
+fn stream(ep: &mut impl Endpoint, plan: &mut Plan, data: &[u8]) -> Result<Vec<f64>, BenchError> {
     let mut last = Duration::ZERO;
     for _ in 0..WARMUP_WINDOWS {
         last = window(ep, data, plan.window)?;
@@ -239,7 +230,7 @@ fn stream(
 
 /// One window of `count` sends of `data`, timed from the first send to the
 /// acknowledgement; the buffers are readied before the timer starts.
-fn window(ep: &mut impl Endpoint, data: &[u8], count: usize) -> Result<Duration, CommBenchError> {
+fn window(ep: &mut impl Endpoint, data: &[u8], count: usize) -> Result<Duration, BenchError> {
     ep.prepare_window(data, count);
     let start = Instant::now();
     ep.send_window(data, count)?;
@@ -250,7 +241,7 @@ fn window(ep: &mut impl Endpoint, data: &[u8], count: usize) -> Result<Duration,
 }
 
 /// Rank 1's side of the bandwidth measurement.
-fn sink(ep: &mut impl Endpoint, plan: &Plan) -> Result<(), CommBenchError> {
+fn sink(ep: &mut impl Endpoint, plan: &Plan) -> Result<(), BenchError> {
     let ack = [0u8; ACK_LEN];
     for _ in 0..WARMUP_WINDOWS {
         drain_window(ep, plan, &ack)?;
@@ -263,7 +254,7 @@ fn sink(ep: &mut impl Endpoint, plan: &Plan) -> Result<(), CommBenchError> {
 }
 
 /// Receives one window of messages and acknowledges it.
-fn drain_window(ep: &mut impl Endpoint, plan: &Plan, ack: &[u8]) -> Result<(), CommBenchError> {
+fn drain_window(ep: &mut impl Endpoint, plan: &Plan, ack: &[u8]) -> Result<(), BenchError> {
     for _ in 0..plan.window {
         let got = ep.recv()?;
         expect_len(ep, got, plan.size, "a streamed message")?;

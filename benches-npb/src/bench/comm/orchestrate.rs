@@ -11,7 +11,7 @@ use mttl_comm::launch;
 use super::report::Summary;
 use super::results::RunResult;
 use super::{
-    chosen_configs, load, measure, CommArgs, CommBenchError, Config, TempDir, BUSY_WARNING,
+    chosen_configs, load, measure, BenchError, CommArgs, Config, TempDir, BUSY_WARNING,
     MPI_BUILD_HINT, RETRIES,
 };
 
@@ -52,14 +52,13 @@ fn run_job(
     program: &Path,
     args: Vec<String>,
     out: &Path,
-) -> Result<RunResult, CommBenchError> {
-    let outcome =
-        launch::run(&config.job(program, args)).map_err(|source| CommBenchError::Launch {
-            config: config.name(),
-            source,
-        })?;
+) -> Result<RunResult, BenchError> {
+    let outcome = launch::run(&config.job(program, args)).map_err(|source| BenchError::Launch {
+        config: config.name(),
+        source,
+    })?;
     if !outcome.success() {
-        return Err(CommBenchError::WorkerFailed {
+        return Err(BenchError::WorkerFailed {
             config: config.name(),
             code: outcome.exit_code,
             hint: if config.needs_mpi() {
@@ -73,9 +72,9 @@ fn run_job(
 }
 
 /// Steps 1, 2, 4 and 5 of the [module docs](super).
-pub(super) fn orchestrate(args: &CommArgs, sizes: &[usize]) -> Result<(), CommBenchError> {
+pub(super) fn orchestrate(args: &CommArgs, sizes: &[usize]) -> Result<(), BenchError> {
     let configs = chosen_configs(args)?;
-    let program = std::env::current_exe().map_err(|source| CommBenchError::Io {
+    let program = std::env::current_exe().map_err(|source| BenchError::Io {
         what: "find the path of",
         path: PathBuf::from("this program"),
         source,
@@ -164,7 +163,7 @@ pub(super) fn orchestrate(args: &CommArgs, sizes: &[usize]) -> Result<(), CommBe
     } else {
         write!(stdout, "{text}")
     };
-    printed.map_err(|source| CommBenchError::Io {
+    printed.map_err(|source| BenchError::Io {
         what: "write the results to",
         path: PathBuf::from("standard output"),
         source,

@@ -12,19 +12,19 @@ use super::endpoint::MttlEndpoint;
 use super::results::RunResult;
 #[cfg(not(feature = "mpi"))]
 use super::MPI_BUILD_HINT;
-use super::{measure, CommBenchError, Config};
+use super::{measure, BenchError, Config};
 
 /// Step 3 of the [module docs](super): one worker rank.
-pub(super) fn worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), CommBenchError> {
+pub(super) fn worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
     match config {
         Config::Tcp | Config::Mpi => mttl_worker(config, sizes, out),
         Config::RawMpi | Config::RawMpiTcp => raw_worker(config, sizes, out),
     }
 }
 
-fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), CommBenchError> {
+fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
     let comm = AnyComm::init()?;
-    let setup = |detail: String| CommBenchError::Setup {
+    let setup = |detail: String| BenchError::Setup {
         config: config.name(),
         detail,
     };
@@ -56,11 +56,11 @@ fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), CommBe
 }
 
 #[cfg(feature = "mpi")]
-fn raw_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), CommBenchError> {
+fn raw_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
     use mpi::topology::Communicator;
     use mpi::Threading;
 
-    let setup = |detail: String| CommBenchError::Setup {
+    let setup = |detail: String| BenchError::Setup {
         config: config.name(),
         detail,
     };
@@ -98,8 +98,8 @@ fn raw_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), CommBen
 }
 
 #[cfg(not(feature = "mpi"))]
-fn raw_worker(config: Config, _sizes: &[usize], _out: &Path) -> Result<(), CommBenchError> {
-    Err(CommBenchError::Setup {
+fn raw_worker(config: Config, _sizes: &[usize], _out: &Path) -> Result<(), BenchError> {
+    Err(BenchError::Setup {
         config: config.name(),
         detail: format!("this build has no MPI; rebuild with `{MPI_BUILD_HINT}`"),
     })

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use mttl::thread;
 use mttl::SyncCell;
 
-use super::error::RuntimeBenchError;
+use crate::bench::error::BenchError;
 
 /// Timed samples per metric and run.
 pub(super) const SAMPLES: usize = 7;
@@ -254,10 +254,10 @@ pub(super) trait PingPong {
     /// This process's rank, 0 or 1.
     fn rank(&self) -> usize;
     /// Sends `data` to the other rank.
-    fn send(&mut self, data: &[u8]) -> Result<(), RuntimeBenchError>;
+    fn send(&mut self, data: &[u8]) -> Result<(), BenchError>;
     /// Receives the other rank's next message into the endpoint's buffer
     /// and returns it.
-    fn recv(&mut self) -> Result<&[u8], RuntimeBenchError>;
+    fn recv(&mut self) -> Result<&[u8], BenchError>;
 }
 
 /// The `round_trip` metric: rank 0 returns its samples, rank 1 (the echo)
@@ -268,19 +268,17 @@ pub(super) trait PingPong {
 pub(super) fn ping_pong(
     ep: &mut impl PingPong,
     sample_time: Duration,
-) -> Result<Vec<f64>, RuntimeBenchError> {
+) -> Result<Vec<f64>, BenchError> {
     let ping = [0x5a_u8; PING_LEN];
     if ep.rank() == 1 {
         loop {
             let control = ep.recv()?;
-            let n = u64::from_le_bytes(control.try_into().map_err(|_| {
-                RuntimeBenchError::Protocol {
-                    rank: 1,
-                    detail: format!(
-                        "expected an 8-byte round-trip count, got {} bytes",
-                        control.len()
-                    ),
-                }
+            let n = u64::from_le_bytes(control.try_into().map_err(|_| BenchError::Protocol {
+                rank: 1,
+                detail: format!(
+                    "expected an 8-byte round-trip count, got {} bytes",
+                    control.len()
+                ),
             })?);
             if n == 0 {
                 return Ok(Vec::new());
@@ -311,14 +309,14 @@ pub(super) fn ping_pong(
 }
 
 /// Rank 0's side of one run: announces `n`, then times `n` round trips.
-fn round_trips(ep: &mut impl PingPong, n: u64, ping: &[u8]) -> Result<Duration, RuntimeBenchError> {
+fn round_trips(ep: &mut impl PingPong, n: u64, ping: &[u8]) -> Result<Duration, BenchError> {
     ep.send(&n.to_le_bytes())?;
     let start = Instant::now();
     for _ in 0..n {
         ep.send(ping)?;
         let back = ep.recv()?.len();
         if back != ping.len() {
-            return Err(RuntimeBenchError::Protocol {
+            return Err(BenchError::Protocol {
                 rank: 0,
                 detail: format!("the echo has {back} bytes instead of {}", ping.len()),
             });

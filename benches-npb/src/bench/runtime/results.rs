@@ -10,8 +10,8 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use super::error::RuntimeBenchError;
 use super::measure::Metric;
+use crate::bench::error::BenchError;
 
 /// One run of one configuration: rank 0's samples for every metric it
 /// measures.
@@ -36,9 +36,9 @@ impl RunResult {
     }
 
     /// Writes the file at `path`.
-    pub(super) fn write(&self, config: &str, path: &Path) -> Result<(), RuntimeBenchError> {
+    pub(super) fn write(&self, config: &str, path: &Path) -> Result<(), BenchError> {
         let text = self.to_json(config).to_string();
-        std::fs::write(path, text).map_err(|source| RuntimeBenchError::Io {
+        std::fs::write(path, text).map_err(|source| BenchError::Io {
             what: "write the results file",
             path: path.to_owned(),
             source,
@@ -46,13 +46,13 @@ impl RunResult {
     }
 
     /// Reads the file `config`'s worker wrote at `path`.
-    pub(super) fn read(config: &'static str, path: &Path) -> Result<RunResult, RuntimeBenchError> {
-        let bad = |detail: String| RuntimeBenchError::BadResults {
+    pub(super) fn read(config: &'static str, path: &Path) -> Result<RunResult, BenchError> {
+        let bad = |detail: String| BenchError::BadResults {
             config,
             path: path.to_owned(),
             detail,
         };
-        let text = std::fs::read_to_string(path).map_err(|source| RuntimeBenchError::Io {
+        let text = std::fs::read_to_string(path).map_err(|source| BenchError::Io {
             what: "read the results file",
             path: path.to_owned(),
             source,

@@ -13,7 +13,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::measure::SizeSamples;
-use crate::bench::comm::CommBenchError;
+use crate::bench::comm::BenchError;
 
 /// One run of one configuration: rank 0's samples for every size.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,9 +48,9 @@ impl RunResult {
     }
 
     /// Writes the file at `path`.
-    pub(super) fn write(&self, config: &str, path: &Path) -> Result<(), CommBenchError> {
+    pub(super) fn write(&self, config: &str, path: &Path) -> Result<(), BenchError> {
         let text = self.to_json(config).to_string();
-        std::fs::write(path, text).map_err(|source| CommBenchError::Io {
+        std::fs::write(path, text).map_err(|source| BenchError::Io {
             what: "write the results file",
             path: path.to_owned(),
             source,
@@ -58,13 +58,13 @@ impl RunResult {
     }
 
     /// Reads the file `config`'s worker wrote at `path`.
-    pub(super) fn read(config: &'static str, path: &Path) -> Result<RunResult, CommBenchError> {
-        let bad = |detail: String| CommBenchError::BadResults {
+    pub(super) fn read(config: &'static str, path: &Path) -> Result<RunResult, BenchError> {
+        let bad = |detail: String| BenchError::BadResults {
             config,
             path: path.to_owned(),
             detail,
         };
-        let text = std::fs::read_to_string(path).map_err(|source| CommBenchError::Io {
+        let text = std::fs::read_to_string(path).map_err(|source| BenchError::Io {
             what: "read the results file",
             path: path.to_owned(),
             source,

@@ -20,7 +20,7 @@ use mttl::{GlobalArray, GlobalPtr};
 
 use super::measure::{self, SizeSamples, Transfer, FILL};
 use super::results::RunResult;
-use crate::bench::comm::{CommBenchError, Config};
+use crate::bench::comm::{BenchError, Config};
 
 /// What every worker is asked to measure.
 #[derive(Debug, Clone)]
@@ -31,7 +31,7 @@ pub(super) struct Task {
 }
 
 /// Runs one worker rank of `config`; rank 0 writes its results to `out`.
-pub(super) fn run(config: Config, task: &Task, out: &Path) -> Result<(), CommBenchError> {
+pub(super) fn run(config: Config, task: &Task, out: &Path) -> Result<(), BenchError> {
     match config {
         Config::Tcp | Config::Mpi => mttl_worker(config, task, out),
         Config::RawMpi | Config::RawMpiTcp => raw_worker(config, task, out),
@@ -109,7 +109,7 @@ fn rwrite_sweep(
 }
 
 /// An mttl program: rank 0's main runs the sweep on both ranks.
-fn mttl_worker(config: Config, task: &Task, out: &Path) -> Result<(), CommBenchError> {
+fn mttl_worker(config: Config, task: &Task, out: &Path) -> Result<(), BenchError> {
     let out = out.to_owned();
     let name = config.name();
     let sizes: Vec<u64> = task.sizes.iter().map(|&s| s as u64).collect();
@@ -139,7 +139,7 @@ fn mttl_worker(config: Config, task: &Task, out: &Path) -> Result<(), CommBenchE
     if code == 0 {
         Ok(())
     } else {
-        Err(CommBenchError::Setup {
+        Err(BenchError::Setup {
             config: name,
             detail: format!("the mttl program exited with status {code}"),
         })
@@ -147,7 +147,7 @@ fn mttl_worker(config: Config, task: &Task, out: &Path) -> Result<(), CommBenchE
 }
 
 #[cfg(feature = "mpi")]
-fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), CommBenchError> {
+fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), BenchError> {
     use mpi::collective::{CommunicatorCollectives, Root};
     use mpi::datatype::Equivalence;
     use mpi::point_to_point::{Destination, Source};
@@ -196,7 +196,7 @@ fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), CommBenchEr
         }
     }
 
-    let setup = |detail: String| CommBenchError::Setup {
+    let setup = |detail: String| BenchError::Setup {
         config: config.name(),
         detail,
     };
@@ -223,7 +223,7 @@ fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), CommBenchEr
             }
             Ok(samples)
         })
-        .map_err(|detail| CommBenchError::Protocol {
+        .map_err(|detail| BenchError::Protocol {
             rank: sends.rank(),
             detail,
         })?;
@@ -241,8 +241,8 @@ fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), CommBenchEr
 }
 
 #[cfg(not(feature = "mpi"))]
-fn raw_worker(config: Config, _task: &Task, _out: &Path) -> Result<(), CommBenchError> {
-    Err(CommBenchError::Setup {
+fn raw_worker(config: Config, _task: &Task, _out: &Path) -> Result<(), BenchError> {
+    Err(BenchError::Setup {
         config: config.name(),
         detail: format!(
             "this build has no MPI; rebuild with `{}`",

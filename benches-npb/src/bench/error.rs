@@ -1,5 +1,5 @@
-//! The runtime benchmark's errors, each a sentence naming what was being
-//! done.
+//! The errors of `mttl-bench` (every subcommand and its worker ranks), each a
+//! sentence naming what was being done.
 
 use std::io;
 use std::path::PathBuf;
@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use mttl_comm::launch::LaunchError;
 use mttl_comm::CommError;
 
-/// Why `mttl-bench runtime` (or one of its worker ranks) failed.
+/// Why a `mttl-bench` subcommand (or one of its worker ranks) failed.
 #[derive(Debug, thiserror::Error)]
-pub enum RuntimeBenchError {
+pub enum BenchError {
     /// The command line asked for something impossible.
     #[error("{0}")]
     Usage(String),
@@ -39,10 +39,10 @@ pub enum RuntimeBenchError {
         /// What was wrong.
         detail: String,
     },
-    /// A communication primitive failed in a ping-pong worker.
+    /// A communication primitive failed in a worker.
     #[error(transparent)]
     Comm(#[from] CommError),
-    /// A ping-pong worker received something the benchmark did not send.
+    /// A worker received something the benchmark did not send.
     #[error("rank {rank}: {detail}")]
     Protocol {
         /// The rank that noticed.
