@@ -111,8 +111,32 @@ impl OutFrame {
     }
 
     /// Pushes the unwritten parts of this frame onto `iov`.
-    fn gather<'a>(&'a self, iov: &mut Vec<IoSlice<'a>>) {
+    fn gather<'a>(&'a self, iov: &mut IoVecs<'a>) {
         push_unwritten(&self.header, &self.body, self.written, iov);
+    }
+}
+
+/// The slices of one `writev`, on the stack: no allocation per send.
+struct IoVecs<'a> {
+    slices: [IoSlice<'a>; 2 * MAX_GATHER],
+    len: usize,
+}
+
+impl<'a> IoVecs<'a> {
+    fn new() -> Self {
+        IoVecs {
+            slices: [IoSlice::new(&[]); 2 * MAX_GATHER],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, slice: IoSlice<'a>) {
+        self.slices[self.len] = slice;
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[IoSlice<'a>] {
+        &self.slices[..self.len]
     }
 }
 
@@ -120,7 +144,7 @@ fn push_unwritten<'a>(
     header: &'a [u8; HEADER_LEN],
     body: &'a [u8],
     written: usize,
-    iov: &mut Vec<IoSlice<'a>>,
+    iov: &mut IoVecs<'a>,
 ) {
     if written < HEADER_LEN {
         iov.push(IoSlice::new(&header[written..]));
@@ -383,21 +407,19 @@ impl TcpComm {
             return;
         };
         while !peer.out.is_empty() {
-            let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(2 * MAX_GATHER.min(peer.out.len()));
+            let mut iov = IoVecs::new();
             for f in peer.out.iter().take(MAX_GATHER) {
                 f.gather(&mut iov);
             }
-            let n = match peer.stream.write_vectored(&iov) {
+            let n = match peer.stream.write_vectored(iov.as_slice()) {
                 Ok(n) => n,
                 Err(e) if would_block(&e) => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    drop(iov);
                     Self::fail_peer(peer, &mut self.lost, r, format!("connection error: {e}"));
                     return;
                 }
             };
-            drop(iov);
             let mut n = n;
             while n > 0 {
                 let Some(front) = peer.out.front_mut() else {
@@ -509,9 +531,9 @@ impl TcpComm {
         let mut written = 0;
         loop {
             let peer = self.open_peer(op, dest)?;
-            let mut iov = Vec::with_capacity(2);
+            let mut iov = IoVecs::new();
             push_unwritten(header, data, written, &mut iov);
-            match peer.stream.write_vectored(&iov) {
+            match peer.stream.write_vectored(iov.as_slice()) {
                 Ok(n) => {
                     written += n;
                     if written == total {
