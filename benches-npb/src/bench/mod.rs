@@ -8,5 +8,6 @@
 
 pub mod comm;
 mod error;
+mod results_file;
 pub mod runtime;
 pub mod rwrite;

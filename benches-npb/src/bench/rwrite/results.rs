@@ -13,7 +13,8 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::measure::SizeSamples;
-use crate::bench::comm::BenchError;
+use crate::bench::error::BenchError;
+use crate::bench::results_file;
 
 /// One run of one configuration: rank 0's samples for every size.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,28 +50,12 @@ impl RunResult {
 
     /// Writes the file at `path`.
     pub(super) fn write(&self, config: &str, path: &Path) -> Result<(), BenchError> {
-        let text = self.to_json(config).to_string();
-        std::fs::write(path, text).map_err(|source| BenchError::Io {
-            what: "write the results file",
-            path: path.to_owned(),
-            source,
-        })
+        results_file::write(&self.to_json(config), path)
     }
 
     /// Reads the file `config`'s worker wrote at `path`.
     pub(super) fn read(config: &'static str, path: &Path) -> Result<RunResult, BenchError> {
-        let bad = |detail: String| BenchError::BadResults {
-            config,
-            path: path.to_owned(),
-            detail,
-        };
-        let text = std::fs::read_to_string(path).map_err(|source| BenchError::Io {
-            what: "read the results file",
-            path: path.to_owned(),
-            source,
-        })?;
-        let value: Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-        RunResult::from_json(config, &value).map_err(bad)
+        results_file::read(config, path, |value| RunResult::from_json(config, value))
     }
 
     /// Parses the file's JSON, checking it names `config`.
