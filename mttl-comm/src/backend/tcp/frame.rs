@@ -62,6 +62,9 @@ impl Header {
 
     /// Decodes and validates a header; `max_len` bounds the payload length.
     pub(crate) fn decode(b: &[u8; HEADER_LEN], max_len: usize) -> Result<Header, String> {
+        // Nothing larger can be allocated (a larger `Vec` is a panic), nor
+        // added to `HEADER_LEN` without overflow, whatever the maximum.
+        let max_len = max_len.min(isize::MAX as usize);
         let magic = u16::from_le_bytes([b[0], b[1]]);
         if magic != MAGIC {
             return Err(format!("bad magic 0x{magic:04x} (expected 0x{MAGIC:04x})"));
@@ -230,7 +233,14 @@ impl FrameReader {
                 // Fits the buffer once more bytes arrive.
                 break;
             } else {
-                let mut payload = vec![0u8; header.len];
+                // Fallible: a length within a huge MTTL_MAX_MESSAGE may
+                // still be more than this machine has.
+                let mut payload = zeroed(header.len).ok_or_else(|| {
+                    ReadError::Malformed(format!(
+                        "cannot allocate {} bytes for a payload (MTTL_MAX_MESSAGE is above what this machine can hold)",
+                        header.len
+                    ))
+                })?;
                 payload[..have].copy_from_slice(&self.buf[body_start..self.end]);
                 self.start = 0;
                 self.end = 0;
@@ -248,6 +258,25 @@ impl FrameReader {
         }
         Ok(())
     }
+}
+
+/// A vector of `len` zero bytes, or `None` if the memory cannot be had.
+/// (Like `vec![0; len]`, whose zeroed pages the kernel maps lazily, but
+/// without aborting the process when the allocation fails.)
+fn zeroed(len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: `layout` has a non-zero size (`len > 0`).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` comes from the global allocator with the layout of `len`
+    // bytes (align 1), all of them initialised (zeroed); the length and the
+    // capacity are that `len`.
+    Some(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
 #[cfg(test)]
@@ -339,7 +368,10 @@ mod tests {
         assert!(Header::decode(&good, 5).unwrap_err().contains("exceeds"));
         let mut b = good;
         b[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(Header::decode(&b, usize::MAX).is_err() || cfg!(target_pointer_width = "64"));
+        // Even with no maximum: no vector can be that long.
+        assert!(Header::decode(&b, usize::MAX)
+            .unwrap_err()
+            .contains("exceeds"));
     }
 
     #[test]

@@ -35,6 +35,8 @@
 mod auth;
 mod bootstrap;
 mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
