@@ -590,12 +590,12 @@ fn blocked_collective_names_itself(t: Scenario) {
                 break b;
             }
         };
-        // What a deadlock watchdog would print: the collective, its
+        // What the deadlock watchdog prints: the collective, its
         // number, and the user's call site.
-        assert_eq!(blocked.reason.detail(), Some(("collective", 0)));
+        assert_eq!(blocked.reason.detail(), Some(("number", 0)));
         let text = blocked.to_string();
         assert!(
-            text.contains("barrier (collective 0) at tests/collectives.rs:"),
+            text.contains("barrier (number 0) at tests/collectives.rs:"),
             "{text}"
         );
         mttl::invoke(1, lone_barrier, ());

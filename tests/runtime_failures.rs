@@ -251,6 +251,8 @@ fn ranks_of_different_programs_are_refused_at_start_up(t: Scenario) {
         status: outputs[0].status,
         stdout: String::new(),
         stderr,
+        ended: outputs[0].ended,
+        elapsed: outputs[0].elapsed,
     };
     for rank in [
         "mttl: rank 0: refusing to start",

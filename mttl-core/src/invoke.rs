@@ -27,7 +27,7 @@ use crate::codec::{self, Decode, Encode};
 use crate::registry::{Callable, Registry, RemoteFn};
 use crate::runtime::{self, with_rt};
 use crate::sync::SyncCell;
-use crate::thread;
+use crate::thread::{self, BlockReason};
 use crate::wire::{self, HeaderBuf};
 
 /// The reply cell value of a call that wants no reply.
@@ -164,7 +164,9 @@ impl<R: Decode<()>> Pending<R> {
     /// Waits for the result; a remote panic comes back as the error.
     #[track_caller]
     pub fn try_wait(mut self) -> Result<R, RemoteError> {
-        let reply = self.cell.read();
+        let reply = self
+            .cell
+            .read_for(BlockReason::new("reply to invoke").with_rank(self.node as u32));
         if let Some(slot) = self.slot.take() {
             with_rt(|rt| rt.cells.remove(slot));
         }

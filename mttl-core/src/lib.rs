@@ -24,6 +24,7 @@ mod runtime;
 mod stats;
 mod sync;
 pub mod thread;
+mod watchdog;
 mod wire;
 
 pub use bytemuck::{Pod, Zeroable};

@@ -35,7 +35,10 @@
 //! A thread panic, a comm error or a malformed message stops the job: the
 //! rank prints one line naming itself and the cause, sends `ABORT` to every
 //! other rank (which print whose failure stopped them and exit with the same
-//! code), and exits non-zero.
+//! code), and exits non-zero. When the cause is a rank that is gone, or an
+//! abort from another rank, the rank also prints what each of its blocked
+//! threads gave up waiting for. A job in which nothing can move any more is
+//! stopped by the deadlock watchdog (see `watchdog`).
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -47,6 +50,7 @@ use mttl_comm::{AnyComm, Comm, CommError, Message, Rank, Tag};
 use crate::registry::Registry;
 use crate::stats::{self, Stats};
 use crate::thread;
+use crate::watchdog::{self, Watchdog};
 use crate::wire::{self, Fields, HeaderBuf};
 use crate::{coll, global, invoke};
 
@@ -195,6 +199,7 @@ pub(crate) struct Runtime {
     pub(crate) coll: coll::State,
     /// Reusable buffer for small messages (header and body in one).
     scratch: Vec<u8>,
+    pub(crate) watchdog: Watchdog,
     exit_code: Option<i32>,
     exit_acks: usize,
 }
@@ -218,6 +223,7 @@ impl Runtime {
             global: global::Memory::default(),
             coll: coll::State::default(),
             scratch: Vec::with_capacity(4096),
+            watchdog: Watchdog::from_env()?,
             exit_code: None,
             exit_acks: 0,
         })
@@ -287,25 +293,41 @@ impl Runtime {
     /// Stops the job because of `why` (see *Failure*). Never returns.
     pub(crate) fn fail(&mut self, why: &str, code: i32) -> ! {
         report_line(&format!("mttl: rank {}: {why}", self.rank));
+        self.abort_others(why, code)
+    }
+
+    /// Stops the job because a comm primitive failed. When a peer is gone,
+    /// says what each thread of this rank was waiting for: none of it will
+    /// come.
+    pub(crate) fn comm_failed(&mut self, e: &CommError) -> ! {
+        // The error names this rank already; say it once.
+        let why = format!("{}: {}", e.op, e.kind);
+        report_line(&format!("mttl: rank {}: {why}", self.rank));
+        if e.lost_peer().is_some() {
+            watchdog::report_waits(self.rank, "gave up waiting for");
+        }
+        self.abort_others(&why, FAILURE_CODE)
+    }
+
+    /// Sends `ABORT` to every other rank, lingers and exits with `code`.
+    fn abort_others(&mut self, why: &str, code: i32) -> ! {
         let header = HeaderBuf::with_capacity(4).i32(code).bytes;
         let body = format!("rank {}: {why}", self.rank);
         let me = self.rank;
         for r in (0..self.size).filter(|&r| r != me) {
             let _ = self.post(r, wire::ABORT, &header, body.as_bytes());
         }
-        if self.size > 1 {
-            // A launcher (mpirun above all) kills the other ranks as soon as
-            // this one exits non-zero: give them a moment to read the abort
-            // and say why they stop.
-            std::thread::sleep(ABORT_LINGER);
-        }
+        self.linger();
         std::process::exit(code);
     }
 
-    /// Stops the job because a comm primitive failed.
-    pub(crate) fn comm_failed(&mut self, e: &CommError) -> ! {
-        // The error names this rank already; say it once.
-        self.fail(&format!("{}: {}", e.op, e.kind), FAILURE_CODE)
+    /// Before a failing rank exits: a launcher (mpirun above all) kills the
+    /// other ranks as soon as this one exits non-zero, so give them a moment
+    /// to read what this rank sent them and say why they stop.
+    pub(crate) fn linger(&self) {
+        if self.size > 1 {
+            std::thread::sleep(ABORT_LINGER);
+        }
     }
 
     /// Dispatches one message (step 3 of the loop).
@@ -350,6 +372,10 @@ impl Runtime {
         };
         let header = &header[..];
         let mut f = Fields(header);
+        if matches!(kind, wire::WATCH | wire::WATCH_STATE | wire::WATCH_FIRE) {
+            return watchdog::dispatch(self, src, kind, f);
+        }
+        self.watchdog.progressed(1);
         match kind {
             wire::INVOKE => {
                 let id = f.u64();
@@ -390,6 +416,7 @@ impl Runtime {
                     self.rank,
                     String::from_utf8_lossy(&body)
                 ));
+                watchdog::report_waits(self.rank, "gave up waiting for");
                 std::process::exit(if code == 0 { FAILURE_CODE } else { code });
             }
             _ => self.fail(
@@ -606,14 +633,14 @@ fn serve() {
             let why = format!("thread '{}' panicked{at}: {}", p.name, p.message);
             with_rt(|rt| rt.fail(&why, 101));
         }
-        if with_rt(|rt| rt.done()) {
+        if with_rt(|rt| {
+            rt.watchdog.progressed(ran);
+            rt.done()
+        }) {
             return;
         }
-        let mut wait = if ran > 0 || thread::ready_threads() > 0 {
-            Some(Duration::ZERO)
-        } else {
-            Some(IDLE_TICK)
-        };
+        let idle = ran == 0 && thread::ready_threads() == 0;
+        let mut wait = Some(if idle { IDLE_TICK } else { Duration::ZERO });
         // Dispatch what has arrived, then get back to the threads.
         for _ in 0..BATCH {
             let got = with_rt(|rt| {
@@ -632,7 +659,12 @@ fn serve() {
                         return;
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    if wait == Some(IDLE_TICK) {
+                        with_rt(watchdog::idle);
+                    }
+                    break;
+                }
                 Err(e) => with_rt(|rt| rt.comm_failed(&e)),
             }
             wait = Some(Duration::ZERO);

@@ -98,7 +98,12 @@ impl<T> SyncCell<T> {
     /// could ever fill it while the caller waits).
     #[track_caller]
     pub fn read(&self) -> T {
-        let reason = BlockReason::new("SyncCell read");
+        self.read_for(BlockReason::new("SyncCell read"))
+    }
+
+    /// [`read`](Self::read), blocking for `reason` (what the watchdog and a
+    /// failing rank report the thread waits for).
+    pub(crate) fn read_for(&self, reason: BlockReason) -> T {
         loop {
             if let Some(v) = self.try_read() {
                 return v;

@@ -20,6 +20,9 @@
 //! | `EXIT`       | exit code i32                            | 4     | -               |
 //! | `EXIT_ACK`   | -                                        | 0     | -               |
 //! | `ABORT`      | exit code i32                            | 4     | message         |
+//! | `WATCH`      | round u64                                | 8     | -               |
+//! | `WATCH_STATE`| round u64, idle ms u64, sent u64, recv u64 | 32  | -               |
+//! | `WATCH_FIRE` | exit code i32, idle ms u64               | 12    | -               |
 //!
 //! A remote write's header is 12 bytes and a read's 20, within the paper's
 //! 16 and 24 (which also carried node and size, carried here by the comm
@@ -55,6 +58,10 @@ pub(crate) const EXIT_ACK: Tag = 13;
 pub(crate) const ABORT: Tag = 14;
 /// The body of a large message.
 pub(crate) const DATA: Tag = 15;
+/// The watchdog's messages (see `watchdog`).
+pub(crate) const WATCH: Tag = 16;
+pub(crate) const WATCH_STATE: Tag = 17;
+pub(crate) const WATCH_FIRE: Tag = 18;
 /// Flag: the body follows as a separate `DATA` message.
 pub(crate) const LARGE: Tag = 0x4000;
 
@@ -82,6 +89,9 @@ pub(crate) fn header_len(kind: Tag) -> Option<usize> {
         EXIT => 4,
         EXIT_ACK => 0,
         ABORT => 4,
+        WATCH => 8,
+        WATCH_STATE => 32,
+        WATCH_FIRE => 12,
         _ => return None,
     })
 }

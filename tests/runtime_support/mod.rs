@@ -37,7 +37,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use mttl::comm::env as launch_env;
 
@@ -198,6 +198,10 @@ pub(crate) struct JobOutput {
     pub(crate) stdout: String,
     /// Standard error of the launcher and every rank.
     pub(crate) stderr: String,
+    /// When the exit was seen (within 10 ms of it).
+    pub(crate) ended: SystemTime,
+    /// From the start to the exit.
+    pub(crate) elapsed: Duration,
 }
 
 impl JobOutput {
@@ -350,9 +354,12 @@ pub(crate) fn finish_captured(what: &str, mut c: CapturedChild, timeout: Duratio
         rx.recv_timeout(Duration::from_secs(10))
             .unwrap_or_else(|_| "<output not closed within 10 s of the exit>\n".to_owned())
     };
+    let (ended, elapsed) = (SystemTime::now(), start.elapsed());
     let out = JobOutput {
         what: what.to_owned(),
         status,
+        ended,
+        elapsed,
         stdout: collect(&c.stdout),
         stderr: collect(&c.stderr),
     };

@@ -113,9 +113,16 @@ pub(crate) struct Job {
     output: OutputForwarders,
 }
 
+/// How long the other ranks get to stop on their own after one fails,
+/// before they are sent SIGTERM: an mttl rank notices a failed peer at once,
+/// and then prints what it was waiting for, which a signal would cut short.
+const SETTLE: Duration = Duration::from_secs(1);
+
 /// The state of a stop in progress.
 #[derive(Debug)]
 struct Stopping {
+    /// When to send SIGTERM, if not sent yet.
+    term_at: Option<Instant>,
     deadline: Instant,
     killed: bool,
 }
@@ -263,7 +270,7 @@ impl Job {
                     stopping = Some(self.begin_stop(signal));
                 }
             }
-            let exited = match self.newly_exited() {
+            let mut exited = match self.newly_exited() {
                 Ok(exited) => exited,
                 Err(source) => {
                     self.abort();
@@ -273,6 +280,10 @@ impl Job {
                     });
                 }
             };
+            // Of several failures seen in one tick, report the one killed by
+            // a signal first: a killed rank makes the others exit at once,
+            // and is the cause.
+            exited.sort_by_key(|&i| !matches!(self.members[i].exit, Some(RankExit::Signal(_))));
             for index in exited {
                 let member = &self.members[index];
                 let Some(exit) = member.exit.filter(|e| !e.success()) else {
@@ -298,7 +309,11 @@ impl Job {
                     Who::Rank { rank, host } => StopCause::RankFailed { rank, host, exit },
                     Who::Mpirun => StopCause::MpirunFailed { exit },
                 });
-                stopping = Some(self.begin_stop(libc::SIGTERM));
+                stopping = Some(Stopping {
+                    term_at: Some(Instant::now() + SETTLE),
+                    deadline: Instant::now() + SETTLE + self.grace,
+                    killed: false,
+                });
             }
             if let Some(stop) = stopping.as_mut() {
                 self.escalate_if_due(stop);
@@ -364,14 +379,21 @@ impl Job {
             member.signal_group(signal);
         }
         Stopping {
+            term_at: None,
             deadline: Instant::now() + self.grace,
             killed: false,
         }
     }
 
-    /// Step 5 of the stop protocol: after the grace period, SIGKILL.
+    /// Step 3 after the settling time, and step 5 of the stop protocol:
+    /// after the grace period, SIGKILL.
     fn escalate_if_due(&mut self, stop: &mut Stopping) {
-        if !stop.killed && Instant::now() >= stop.deadline {
+        let now = Instant::now();
+        if stop.term_at.is_some_and(|t| now >= t) {
+            stop.term_at = None;
+            self.begin_stop(libc::SIGTERM);
+        }
+        if !stop.killed && now >= stop.deadline {
             self.signal_all(libc::SIGKILL);
             stop.killed = true;
         }

@@ -80,7 +80,9 @@
 //!    caused by the stop, are not reported.
 //! 3. It closes the standard input of every remote rank's `ssh` (step 4 of
 //!    the remote script) and sends every rank still running SIGTERM, or the
-//!    signal the launcher got.
+//!    signal the launcher got. When a rank failed, it first gives the others
+//!    1 s to stop on their own: an mttl rank notices a failed peer at once
+//!    and says what it was waiting for, which a signal would cut short.
 //! 4. It waits for the ranks to exit, at most the grace period
 //!    ([`JobSpec::grace`], 2 s by default).
 //! 5. Ranks still running then, or every rank at once if a second signal

@@ -252,7 +252,7 @@ impl Op {
             kind,
             rank,
             size,
-            reason: reason.with_detail("collective", seq),
+            reason: reason.with_detail("number", seq),
         }
     }
 

@@ -14,7 +14,7 @@
 //! message for a collective this node has finished, a second collective
 //! started on a node while one runs there. A misuse that sends no message
 //! (e.g. one node skipping a barrier) shows as a thread blocked in
-//! `barrier (collective k)` (see [`blocked_threads`](crate::thread::blocked_threads)).
+//! `barrier (number k)` (see [`blocked_threads`](crate::thread::blocked_threads)).
 //!
 //! # Protocol
 //!

@@ -1,0 +1,215 @@
+//! Faults injected into running jobs, on every backend: a rank killed with
+//! SIGKILL stops the job at once, naming it, and leaves no process behind;
+//! a deadlock is found by the watchdog, which names what every thread waits
+//! for; a long computation or a busy wait is not mistaken for a deadlock.
+//!
+//! Each test is a job of its own; see `runtime_support` for how it runs.
+
+mod runtime_support;
+
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use mttl::SyncCell;
+use runtime_support::{on_every_backend, Backend, JobOutput, Scenario};
+
+on_every_backend!(
+    a_killed_rank_stops_the_job,
+    a_deadlock_is_stopped_by_the_watchdog,
+    a_long_computation_is_not_a_deadlock,
+);
+
+/// How long after a rank's death every process of the job must be gone.
+const DETECTION_LIMIT: Duration = Duration::from_secs(2);
+
+/// The watchdog's limit in these tests, in seconds.
+const WATCHDOG_SECS: u64 = 2;
+
+/// This process's id, to check later that it is gone.
+#[mttl::remote]
+fn pid() -> u32 {
+    std::process::id()
+}
+
+/// Milliseconds since the epoch: a clock every process of the job shares.
+fn epoch_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("the clock is after 1970")
+        .as_millis()
+}
+
+/// Kills this process with SIGKILL, after saying when.
+#[mttl::remote]
+fn die() {
+    println!("rank {} dies at {} ms", mttl::rank(), epoch_ms());
+    let _ = Command::new("kill")
+        .args(["-KILL", &std::process::id().to_string()])
+        .status();
+    unreachable!("SIGKILL does not return");
+}
+
+/// Reads a cell nobody writes.
+#[mttl::remote]
+fn read_forever() {
+    let never: SyncCell<u8> = SyncCell::new();
+    never.read();
+}
+/// The line of the read in [`read_forever`].
+const READ_LINE: u32 = line!() - 3;
+
+/// Enters a barrier (on the node it is called on).
+#[mttl::remote]
+fn join_barrier() {
+    mttl::barrier();
+}
+
+/// Blocks the whole rank (an OS sleep, no yield) for `ms` milliseconds.
+#[mttl::remote]
+fn compute(ms: u64) -> u64 {
+    std::thread::sleep(Duration::from_millis(ms));
+    ms
+}
+
+/// Keeps a thread running (yielding) for `ms` milliseconds.
+#[mttl::remote]
+fn busy_wait(ms: u64) -> u64 {
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(ms) {
+        mttl::yield_now();
+    }
+    ms
+}
+
+/// The pids the job printed as `pid R P`.
+fn job_pids(out: &JobOutput) -> Vec<u32> {
+    let pids: Vec<u32> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split("pid ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().nth(1)?.parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 3, "every rank's pid\n{}", out.stdout);
+    pids
+}
+
+fn a_killed_rank_stops_the_job(t: Scenario) {
+    let out = t.run(3, || {
+        for r in 0..mttl::size() {
+            println!("pid {r} {}", mttl::invoke(r, pid, ()));
+        }
+        // Rank 1 waits in a barrier and on a cell; rank 0 on an invoke
+        // reply and in the barrier; rank 2 dies.
+        let barrier = mttl::ainvoke(1, join_barrier, ());
+        let read = mttl::ainvoke(1, read_forever, ());
+        mttl::thread::spawn("waiter", || mttl::invoke(2, die, ()));
+        mttl::barrier();
+        println!("the barrier passed without rank 2");
+        drop((barrier, read));
+    });
+    out.assert_failure();
+    assert!(!out.stdout.contains("barrier passed"), "{}", out.stdout);
+    // When rank 2 died, by its own clock line.
+    let died: u128 = out
+        .stdout
+        .lines()
+        .find_map(|l| l.split("rank 2 dies at ").nth(1))
+        .and_then(|rest| rest.trim_end_matches(" ms").parse().ok())
+        .unwrap_or_else(|| panic!("rank 2 said when it died\n{}", out.stdout));
+    let ended = out
+        .ended
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis();
+    let took = Duration::from_millis((ended.saturating_sub(died)) as u64);
+    println!("the job ended {took:?} after rank 2 died");
+    assert!(
+        took <= DETECTION_LIMIT,
+        "the job took {took:?} to end after rank 2 died\n{}",
+        out.stderr
+    );
+    // No process of the job is left.
+    for pid in job_pids(&out) {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.contains(") Z")),
+            "process {pid} of the job is still there"
+        );
+    }
+    match t.backend {
+        Backend::Tcp => {
+            out.stderr_line(&["mttlrun: rank 2 was killed by signal 9"]);
+            // Every survivor names the dead rank and what it gave up on.
+            out.stderr_line(&["mttl: rank 0:", "rank 2 is gone"]);
+            out.stderr_line(&["mttl: rank 1:", "rank 2 is gone"]);
+            out.stderr_line(&[
+                "mttl: rank 0: thread 'waiter' gave up waiting for reply to invoke (rank 2) at",
+                file!(),
+            ]);
+            out.stderr_line(&[
+                "mttl: rank 0: thread 'main' gave up waiting for barrier (number 0) at",
+                file!(),
+            ]);
+            out.stderr_line(&["mttl: rank 1:", "gave up waiting for barrier (number 0)"]);
+            out.stderr_line(&[
+                "mttl: rank 1:",
+                "gave up waiting for SyncCell read at",
+                &format!("{}:{READ_LINE}:", file!()),
+            ]);
+        }
+        Backend::Mpi => {
+            // mpirun stops the job itself and names the rank that died.
+            out.stderr_line(&["rank 2"]);
+        }
+    }
+}
+
+fn a_deadlock_is_stopped_by_the_watchdog(t: Scenario) {
+    let t = t.env("MTTL_WATCHDOG", &WATCHDOG_SECS.to_string());
+    let out = t.run(3, || {
+        // Rank 2 waits in a barrier nobody else joins, a thread of rank 1
+        // on a cell nobody writes, and main on that thread's reply.
+        let lonely = mttl::ainvoke(2, join_barrier, ());
+        mttl::invoke(1, read_forever, ());
+        drop(lonely);
+        println!("main went on");
+    });
+    out.assert_code(3);
+    assert!(!out.stdout.contains("main went on"), "{}", out.stdout);
+    let limit = Duration::from_secs(WATCHDOG_SECS);
+    assert!(
+        out.elapsed >= limit && out.elapsed <= limit * 3 + Duration::from_secs(3),
+        "the watchdog of {limit:?} stopped the job after {:?}\n{}",
+        out.elapsed,
+        out.stderr
+    );
+    out.stderr_line(&[
+        "mttl: rank 0: deadlock: no thread on any rank could run",
+        "MTTL_WATCHDOG=2",
+    ]);
+    out.stderr_line(&[
+        "mttl: rank 0: thread 'main' waits for reply to invoke (rank 1) at",
+        file!(),
+    ]);
+    out.stderr_line(&[
+        "mttl: rank 1:",
+        "waits for SyncCell read at",
+        &format!("{}:{READ_LINE}:", file!()),
+    ]);
+    out.stderr_line(&["mttl: rank 2:", "waits for barrier (number 0) at"]);
+    out.stderr_line(&["mttl: rank 1: stopped by the deadlock watchdog of rank 0"]);
+}
+
+fn a_long_computation_is_not_a_deadlock(t: Scenario) {
+    let t = t.env("MTTL_WATCHDOG", "1");
+    t.run(3, || {
+        // Rank 1 cannot answer the watchdog for 2.5 s, rank 2 runs all along,
+        // rank 0 waits for both.
+        let busy = mttl::ainvoke(2, busy_wait, (2500,));
+        assert_eq!(mttl::invoke(1, compute, (2500,)), 2500);
+        assert_eq!(busy.wait(), 2500);
+        println!("both finished");
+    })
+    .assert_success();
+}
