@@ -2,15 +2,22 @@
 //! `Encode`/`Decode` (about twice as fast as its serde path), kept behind
 //! this one module so the format can be swapped.
 //!
-//! Decoding is bounded: a length field in a malformed body can never make
-//! the decoder allocate more than the body itself could describe
-//! ([`DECODE_LIMIT`]); every failure is an error, never a panic.
+//! Decoding is bounded: every length field is checked against
+//! [`DECODE_LIMIT`] *before* anything is allocated for it (bincode claims
+//! `len × size_of::<T>()` for a container of `len` elements, and the claims
+//! of one value add up), so a malformed body can never make the decoder
+//! reserve more than the limit, whatever its length fields say (a hash map
+//! reserves up to about twice its claim, for its buckets). A claim within
+//! the limit but beyond the body's bytes fails when they run out. Every
+//! failure is an error naming the type, never a panic: fuzzed by
+//! `fuzz/fuzz_targets/arg_decoder.rs`, checked in CI by
+//! `mttl-core/tests/arg_decoder.rs`.
 
 use bincode::config::{self, Configuration, Limit, LittleEndian, Varint};
 
 pub use bincode::{Decode, Encode};
 
-/// The most a decoder may allocate for one value.
+/// The most the length fields of one value may claim, in bytes.
 pub(crate) const DECODE_LIMIT: usize = 1 << 30;
 
 type Config = Configuration<LittleEndian, Varint, Limit<DECODE_LIMIT>>;

@@ -1,0 +1,399 @@
+//! The argument decoder against malformed input: a bounded, deterministic
+//! property test that runs in CI (the deep runs are the `arg_decoder` fuzz
+//! target in `fuzz/`).
+//!
+//! Random bytes and mutated valid encodings are decoded as several argument
+//! types, through the functions `#[mttl::remote]` expands to. Whatever the
+//! input, decoding must not panic; a failure must be an error naming the
+//! type; a success must be a value that encodes and decodes back to itself;
+//! and a length field claiming more than the decode limit (1 GiB) must be
+//! refused before anything is allocated for it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
+use std::time::Duration;
+
+use mttl_core::__private::{decode, encode_into};
+use mttl_core::{Decode, Encode};
+
+/// The decoder's limit on what one value may claim (`codec::DECODE_LIMIT`).
+const DECODE_LIMIT: usize = 1 << 30;
+
+/// The most a claim within the limit may make the decoder allocate: a hash
+/// map reserves about 2.3 times its claim (buckets rounded up to a power of
+/// two, plus a control byte each); everything else reserves its claim.
+const ALLOCATION_BOUND: usize = 3 * DECODE_LIMIT;
+
+// ---------------------------------------------------------------------------
+// The largest allocation a piece of code asks for.
+
+/// The system allocator, noting the largest request made by a thread that
+/// is measuring (see [`largest_allocation`]).
+struct Measuring;
+
+thread_local! {
+    static MEASURING: Cell<bool> = const { Cell::new(false) };
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    // `try_with`: the allocator also runs while thread-locals are torn down.
+    let _ = MEASURING.try_with(|m| {
+        if m.get() {
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
+        }
+    });
+}
+
+// SAFETY: every call is passed straight to the system allocator; the
+// bookkeeping touches only const-initialised thread-locals, which neither
+// allocate nor call back into the allocator.
+unsafe impl GlobalAlloc for Measuring {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: the caller's contract is `GlobalAlloc::alloc`'s.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: as for `alloc`; `ptr` and `layout` come from this allocator.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` and `layout` come from this allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Measuring = Measuring;
+
+/// Runs `f` and returns its result with the largest single allocation it
+/// asked for on this thread.
+fn largest_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    LARGEST.with(|l| l.set(0));
+    MEASURING.with(|m| m.set(true));
+    let r = f();
+    MEASURING.with(|m| m.set(false));
+    (r, LARGEST.with(Cell::get))
+}
+
+// ---------------------------------------------------------------------------
+// Deterministic random input.
+
+/// xorshift64*: small, seeded, the same sequence on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// Random bytes, biased towards what bincode's varints and tags use.
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n)
+            .map(|_| match self.below(4) {
+                0 => self.below(4) as u8,
+                1 => 251 + self.below(5) as u8,
+                _ => self.next() as u8,
+            })
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The argument types, as user code declares them.
+
+#[derive(Debug, Clone, PartialEq, Encode, Decode)]
+#[bincode(crate = "mttl_core::bincode")]
+struct Particle {
+    id: u32,
+    pos: [f64; 3],
+    name: String,
+    tags: Vec<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Encode, Decode)]
+#[bincode(crate = "mttl_core::bincode")]
+enum Command {
+    Stop,
+    Move { dx: i64, dy: i64 },
+    Load(Vec<Particle>),
+    Label(Option<String>),
+}
+
+fn encode<T: Encode>(v: &T) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(v, &mut out).expect("encoding a valid value");
+    out
+}
+
+/// Decodes `bytes` as a `T` and checks what must hold for any input.
+fn check<T: Encode + Decode<()> + Debug + PartialEq>(bytes: &[u8]) -> bool {
+    match decode::<T>(bytes) {
+        Ok(v) => {
+            // A decoded value is a value: it encodes and decodes back to
+            // itself (equal, or encoded alike: NaN is not equal to itself,
+            // and a hash map's order differs from map to map).
+            let again = encode(&v);
+            let back: T = decode(&again)
+                .unwrap_or_else(|e| panic!("{v:?} was decoded but its encoding is not: {e}"));
+            assert!(
+                back == v || encode(&back) == again,
+                "{v:?} does not round-trip"
+            );
+            true
+        }
+        Err(e) => {
+            let name = std::any::type_name::<T>();
+            assert!(
+                e.starts_with(&format!("cannot decode a {name}")),
+                "an error that does not name the type: {e:?}"
+            );
+            false
+        }
+    }
+}
+
+/// Valid encodings of `samples`, then random mutations of them, decoded as
+/// a `T`.
+fn mutations<T: Encode + Decode<()> + Debug + PartialEq>(
+    rng: &mut Rng,
+    samples: &[T],
+    rounds: usize,
+) {
+    for s in samples {
+        let valid = encode(s);
+        assert!(check::<T>(&valid), "{s:?} does not decode");
+        for _ in 0..rounds {
+            let mut m = valid.clone();
+            for _ in 0..1 + rng.below(3) {
+                let at = rng.below(m.len() + 1);
+                match rng.below(4) {
+                    0 if at < m.len() => m[at] ^= 1 << rng.below(8),
+                    1 if at < m.len() => m[at] = rng.bytes(1)[0],
+                    2 => m.truncate(at),
+                    _ => {
+                        let n = 1 + rng.below(9);
+                        let junk = rng.bytes(n);
+                        m.splice(at..at, junk);
+                    }
+                }
+            }
+            check::<T>(&m);
+        }
+    }
+}
+
+/// Runs `$body` with `$T` bound to each argument type.
+macro_rules! for_each_type {
+    ($T:ident => $body:block) => {{
+        {
+            type $T = u32;
+            $body
+        }
+        {
+            type $T = (i32, String, Vec<u64>);
+            $body
+        }
+        {
+            type $T = Vec<u8>;
+            $body
+        }
+        {
+            type $T = Option<Vec<String>>;
+            $body
+        }
+        {
+            type $T = (f64, bool, char, u128, i8);
+            $body
+        }
+        {
+            type $T = HashMap<u32, String>;
+            $body
+        }
+        {
+            type $T = BTreeMap<String, Vec<i16>>;
+            $body
+        }
+        {
+            type $T = (Duration, [u8; 8], Box<[u16]>);
+            $body
+        }
+        {
+            type $T = Vec<Vec<u8>>;
+            $body
+        }
+        {
+            type $T = Particle;
+            $body
+        }
+        {
+            type $T = Command;
+            $body
+        }
+    }};
+}
+
+#[test]
+fn random_bytes_decode_to_a_value_or_an_error_naming_the_type() {
+    let mut rng = Rng::new(11);
+    let mut decoded = 0;
+    for _ in 0..2000 {
+        let n = rng.below(48);
+        let bytes = rng.bytes(n);
+        for_each_type!(T => {
+            let (ok, largest) = largest_allocation(|| check::<T>(&bytes));
+            decoded += usize::from(ok);
+            assert!(
+                largest <= ALLOCATION_BOUND,
+                "{n} bytes made the decoder allocate {largest} bytes"
+            );
+        });
+    }
+    // Some inputs are values: the success path is checked too.
+    assert!(decoded > 30, "only {decoded} inputs decoded");
+}
+
+#[test]
+fn mutated_valid_arguments_decode_to_a_value_or_an_error_naming_the_type() {
+    let mut rng = Rng::new(12);
+    let p = Particle {
+        id: 7,
+        pos: [1.5, -0.0, f64::MAX],
+        name: "héllo".into(),
+        tags: vec![1, 300, 65_535],
+    };
+    mutations(&mut rng, &[0u32, 250, 251, 65_536, u32::MAX], 200);
+    mutations(
+        &mut rng,
+        &[(-1i32, "two".to_string(), vec![3u64, 1 << 40, u64::MAX])],
+        800,
+    );
+    mutations(&mut rng, &[vec![], vec![1u8; 300]], 400);
+    mutations(
+        &mut rng,
+        &[
+            None,
+            Some(vec!["a".to_string(), String::new(), "z".repeat(260)]),
+        ],
+        400,
+    );
+    mutations(&mut rng, &[(f64::NAN, true, 'é', u128::MAX, -128i8)], 800);
+    mutations(
+        &mut rng,
+        &[HashMap::from([
+            (1u32, "x".to_string()),
+            (u32::MAX, "y".repeat(9)),
+        ])],
+        800,
+    );
+    mutations(
+        &mut rng,
+        &[BTreeMap::from([("k".to_string(), vec![-1i16, 2])])],
+        400,
+    );
+    mutations(
+        &mut rng,
+        &[(
+            Duration::new(u64::MAX, 999_999_999),
+            *b"12345678",
+            vec![1u16, 2].into_boxed_slice(),
+        )],
+        800,
+    );
+    mutations(&mut rng, &[vec![vec![1u8, 2], vec![], vec![3]]], 400);
+    mutations(&mut rng, std::slice::from_ref(&p), 800);
+    mutations(
+        &mut rng,
+        &[
+            Command::Stop,
+            Command::Move {
+                dx: -5,
+                dy: i64::MIN,
+            },
+            Command::Load(vec![p.clone(), p]),
+            Command::Label(Some("go".into())),
+        ],
+        400,
+    );
+}
+
+#[test]
+fn a_length_above_the_limit_is_refused_before_allocating() {
+    // Varint lengths: 253 then a u64, little-endian.
+    let claim = |len: u64, then: &[u8]| {
+        let mut v = vec![253];
+        v.extend_from_slice(&len.to_le_bytes());
+        v.extend_from_slice(then);
+        v
+    };
+    let four_gib = 4u64 << 30;
+    type DecodeIt = fn(&[u8]) -> Result<(), String>;
+    let cases: [(&str, Vec<u8>, DecodeIt); 6] = [
+        ("Vec<u8> of 4 GiB", claim(four_gib, b"abc"), |b| {
+            decode::<Vec<u8>>(b).map(drop)
+        }),
+        ("String of 4 GiB", claim(four_gib, b"abc"), |b| {
+            decode::<String>(b).map(drop)
+        }),
+        ("Vec<u64> of 2^28 (2 GiB)", claim(1 << 28, &[1, 2]), |b| {
+            decode::<Vec<u64>>(b).map(drop)
+        }),
+        ("Vec<u8> of u64::MAX", claim(u64::MAX, &[]), |b| {
+            decode::<Vec<u8>>(b).map(drop)
+        }),
+        ("HashMap of 2^40 entries", claim(1 << 40, &[0, 0]), |b| {
+            decode::<HashMap<u32, u32>>(b).map(drop)
+        }),
+        (
+            "Vec<Vec<u8>> of 2^27 vectors (3 GiB of headers)",
+            claim(1 << 27, &[0, 0]),
+            |b| decode::<Vec<Vec<u8>>>(b).map(drop),
+        ),
+    ];
+    for (what, bytes, decode_it) in cases {
+        let (r, largest) = largest_allocation(|| decode_it(&bytes));
+        let e = r.expect_err(what);
+        assert!(e.ends_with("LimitExceeded"), "{what}: {e}");
+        assert!(
+            largest < 1 << 20,
+            "{what}: {largest} bytes allocated before the claim was refused"
+        );
+    }
+}
+
+#[test]
+fn a_length_within_the_limit_but_beyond_the_body_is_an_error() {
+    // 100 MiB claimed, three bytes there: the decoder may reserve the claim
+    // (up to the limit, never more) but must fail cleanly.
+    let mut bytes = vec![253];
+    bytes.extend_from_slice(&(100u64 << 20).to_le_bytes());
+    bytes.extend_from_slice(b"abc");
+    let (r, largest) = largest_allocation(|| decode::<Vec<u8>>(&bytes));
+    let e = r.expect_err("a truncated vector");
+    assert!(e.starts_with("cannot decode a alloc::vec::Vec<u8>"), "{e}");
+    assert!(largest <= DECODE_LIMIT, "{largest} bytes allocated");
+}
