@@ -50,6 +50,10 @@ pub enum BenchError {
         /// What it got and what it expected.
         detail: String,
     },
+    /// A job ran, but what it checks did not hold (lost or corrupted data,
+    /// memory over its bound).
+    #[error("{0}")]
+    Check(String),
     /// A file could not be read or written.
     #[error("could not {what} {}: {source}", path.display())]
     Io {

@@ -8,6 +8,7 @@
 
 pub mod comm;
 mod error;
+pub mod load;
 mod results_file;
 pub mod runtime;
 pub mod rwrite;

@@ -9,6 +9,9 @@
 //! - `rwrite`: remote-write throughput (`nwrite` + `barrier`) against raw
 //!   MPI send/receive, 8 B to 1 MiB, the paper's fig. 7, with a CSV file
 //!   and a figure ([`benches_npb::bench::rwrite`]).
+//! - `load`: 1 M ainvokes, 20 k live threads, a 1 GiB transfer and a soak,
+//!   checking with checksums that nothing is lost and that memory stays
+//!   bounded ([`benches_npb::bench::load`]).
 //!
 //! Every subcommand prints a table and how it measured, or one JSON document
 //! with `--json`.
@@ -44,6 +47,11 @@ enum Command {
     /// file and a figure (SVG, PNG). The MPI ones need the cargo feature
     /// `mpi`.
     Rwrite(bench::rwrite::RwriteArgs),
+    /// Load: 1,000,000 ainvokes across the ranks, 20,000 live threads on
+    /// one rank, a 1 GiB transfer, and a soak of all three for
+    /// `--duration`; checks with checksums that nothing is lost and reports
+    /// every rank's peak memory, checked against stated bounds.
+    Load(bench::load::LoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +60,7 @@ fn main() -> ExitCode {
         Command::Comm(args) => bench::comm::run(args).map_err(|e| format!("comm: {e}")),
         Command::Runtime(args) => bench::runtime::run(args).map_err(|e| format!("runtime: {e}")),
         Command::Rwrite(args) => bench::rwrite::run(args).map_err(|e| format!("rwrite: {e}")),
+        Command::Load(args) => bench::load::run(args).map_err(|e| format!("load: {e}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

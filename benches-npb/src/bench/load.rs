@@ -1,0 +1,361 @@
+//! `mttl-bench load`: the runtime under load, checking that nothing is
+//! lost and that memory stays bounded. Not a speed benchmark (its rates are
+//! reported, not compared): a load test whose figures are checksums and
+//! resident-set sizes.
+//!
+//! | scenario   | what runs (default size)                                                     |
+//! |------------|------------------------------------------------------------------------------|
+//! | `ainvoke`  | 1,000,000 ainvokes, every rank calling every other rank, 256 in flight per rank |
+//! | `threads`  | 20,000 live threads on rank 1: spawned there, then made by ainvokes from rank 0 |
+//! | `transfer` | 1 GiB from rank 0 to rank 1: written into a global array, read back, sent as invoke arguments |
+//! | `soak`     | rounds of the three (50,000 calls, 2,000 threads, 32 MiB) for `--duration` (600 s) |
+//!
+//! What is sent is a function of a seed and an index (`pattern`), so the
+//! orchestrator computes what every rank must have received and checks it
+//! against what the ranks observed: the callees' call counts and sums, the
+//! callers' reply checksum, the threads' result checksums, the receiver's
+//! checksum of the data. Memory is every rank's `VmHWM` and `VmRSS`
+//! (`memory`), checked against bounds stated in the output.
+//!
+//! # One invocation, step by step
+//!
+//! 1. The process the user started (the *orchestrator*) resolves the sizes
+//!    ([`Plan`]) and makes a private temporary directory.
+//! 2. For each scenario it starts its own executable as a job of `--np`
+//!    ranks on `--backend`: `mttl-bench load --worker SCENARIO --out FILE`
+//!    and the sizes, and meters how busy other processes kept the machine
+//!    meanwhile (`comm::load::Meter`).
+//! 3. In the job, rank 0 drives the scenario (`worker`), gathers every
+//!    rank's memory and writes FILE; a rank that is not done within
+//!    `--timeout` stops the job, naming how far it got.
+//! 4. The orchestrator reads FILE, recomputes the expected checksums
+//!    itself and checks them and the memory bounds (`report`), prints a
+//!    table (or one JSON document with `--json`) and exits non-zero if a
+//!    job failed or a check did not pass.
+
+mod memory;
+mod pattern;
+mod report;
+mod worker;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::ValueEnum;
+use mttl_comm::launch::{self, BackendKind, JobSpec};
+
+use self::report::ScenarioReport;
+use super::comm::{load, TempDir};
+pub use crate::bench::error::BenchError;
+use crate::bench::results_file;
+
+/// The seed of every scenario's data unless `--seed` says otherwise.
+const DEFAULT_SEED: u64 = 0x6d74_746c_6c6f_6164;
+
+/// A load scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum Scenario {
+    /// Many ainvokes from every rank to every other.
+    Ainvoke,
+    /// Many live threads on one rank.
+    Threads,
+    /// A large transfer between two ranks.
+    Transfer,
+    /// The three, smaller, repeated for `--duration`.
+    Soak,
+}
+
+impl Scenario {
+    /// The name `--scenarios` takes.
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Ainvoke => "ainvoke",
+            Scenario::Threads => "threads",
+            Scenario::Transfer => "transfer",
+            Scenario::Soak => "soak",
+        }
+    }
+}
+
+/// Arguments of `mttl-bench load`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadArgs {
+    /// Scenarios to run, comma-separated: ainvoke, threads, transfer, soak.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ainvoke,threads,transfer"
+    )]
+    scenarios: Vec<Scenario>,
+    /// Ranks per job (at least 2).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=256))]
+    np: u32,
+    /// The backend: tcp, or mpi (needs the cargo feature `mpi`).
+    #[arg(long, default_value = "tcp", value_parser = parse_backend)]
+    backend: BackendKind,
+    /// ainvokes in all [default: 1000000; soak: 50000 per round].
+    #[arg(long)]
+    ainvokes: Option<u64>,
+    /// ainvokes each rank keeps in flight.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    window: u64,
+    /// Live threads on rank 1 [default: 20000; soak: 2000 per round].
+    #[arg(long)]
+    threads: Option<u64>,
+    /// Bytes transferred, e.g. 64M, 1G [default: 1G; soak: 32M per round].
+    #[arg(long, value_parser = parse_bytes)]
+    bytes: Option<u64>,
+    /// Bytes per write, read or invoke of the transfer.
+    #[arg(long, default_value = "64M", value_parser = parse_bytes)]
+    chunk: u64,
+    /// Rounds of the ainvoke and threads scenarios (memory is compared
+    /// between them).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    rounds: u64,
+    /// How long the soak runs, in seconds.
+    #[arg(long, default_value_t = 600.0, value_name = "SECS", value_parser = parse_secs)]
+    duration: f64,
+    /// How far a rank's resident set may grow between rounds, in MiB.
+    #[arg(long, default_value_t = 64)]
+    rss_tolerance_mib: u64,
+    /// Seed of the data sent.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    seed: u64,
+    /// Seconds after which a job that is not done is stopped and its ranks
+    /// say how far they got [default: 600; soak: duration + 600].
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    timeout: Option<f64>,
+    /// Print one JSON document on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Run as a worker rank of this scenario (used by the orchestrator).
+    #[arg(long, hide = true, requires = "out")]
+    worker: Option<Scenario>,
+    /// Where a worker's rank 0 writes its results.
+    #[arg(long, hide = true)]
+    out: Option<PathBuf>,
+}
+
+fn parse_backend(text: &str) -> Result<BackendKind, String> {
+    text.parse()
+}
+
+/// Parses a number of seconds, more than 0 and at most a week.
+fn parse_secs(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= 7.0 * 86400.0 => Ok(secs),
+        _ => Err(format!("{text:?} is not a number of seconds above 0")),
+    }
+}
+
+/// Parses a byte count such as `4096`, `64M`, `1GiB`: a positive multiple
+/// of 8 (the transfer moves 64-bit words), at most 64 GiB.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        _ => return Err(format!("{text:?} is not a size: use bytes or K, M, G")),
+    };
+    let bytes = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{text:?} is not a size: it does not start with a number"))?;
+    if bytes == 0 || bytes % 8 != 0 || bytes > 64 << 30 {
+        return Err(format!(
+            "{text:?} is not a positive multiple of 8 bytes up to 64G"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The sizes one scenario runs with, every default resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Plan {
+    ainvokes: u64,
+    window: u64,
+    rounds: u64,
+    threads: u64,
+    bytes: u64,
+    chunk: u64,
+    duration: f64,
+    rss_tolerance_mib: u64,
+    seed: u64,
+    timeout: f64,
+}
+
+impl Plan {
+    fn new(args: &LoadArgs, scenario: Scenario) -> Plan {
+        let soak = scenario == Scenario::Soak;
+        let pick = |given: Option<u64>, full: u64, per_round: u64| {
+            given.unwrap_or(if soak { per_round } else { full })
+        };
+        Plan {
+            ainvokes: pick(args.ainvokes, 1_000_000, 50_000),
+            window: args.window,
+            rounds: args.rounds,
+            threads: pick(args.threads, 20_000, 2_000),
+            bytes: pick(args.bytes, 1 << 30, 32 << 20),
+            chunk: args.chunk,
+            duration: args.duration,
+            rss_tolerance_mib: args.rss_tolerance_mib,
+            seed: args.seed,
+            timeout: args
+                .timeout
+                .unwrap_or(if soak { args.duration + 600.0 } else { 600.0 }),
+        }
+    }
+
+    /// The worker's command line for `scenario`, writing to `out`.
+    fn worker_args(&self, scenario: Scenario, out: &Path) -> Vec<String> {
+        let mut args = vec![
+            "load".to_owned(),
+            "--worker".to_owned(),
+            scenario.name().to_owned(),
+        ];
+        let mut arg = |name: &str, value: String| {
+            args.push(format!("--{name}"));
+            args.push(value);
+        };
+        arg("out", out.to_string_lossy().into_owned());
+        arg("ainvokes", self.ainvokes.to_string());
+        arg("window", self.window.to_string());
+        arg("rounds", self.rounds.to_string());
+        arg("threads", self.threads.to_string());
+        arg("bytes", self.bytes.to_string());
+        arg("chunk", self.chunk.to_string());
+        arg("duration", self.duration.to_string());
+        arg("rss-tolerance-mib", self.rss_tolerance_mib.to_string());
+        arg("seed", self.seed.to_string());
+        arg("timeout", self.timeout.to_string());
+        args
+    }
+}
+
+/// Runs `mttl-bench load`: the orchestrator, or a worker rank when started
+/// with `--worker`.
+pub fn run(args: LoadArgs) -> Result<(), BenchError> {
+    match (args.worker, &args.out) {
+        (Some(scenario), Some(out)) => worker::run(scenario, &Plan::new(&args, scenario), out),
+        _ => orchestrate(&args),
+    }
+}
+
+/// Steps 1, 2 and 4 of the module docs.
+fn orchestrate(args: &LoadArgs) -> Result<(), BenchError> {
+    if args.backend == BackendKind::Mpi && !cfg!(feature = "mpi") {
+        return Err(BenchError::Usage(
+            "--backend mpi needs the cargo feature `mpi`; rebuild with `cargo run --release \
+             -p benches-npb --features mpi --bin mttl-bench -- load --backend mpi`"
+                .into(),
+        ));
+    }
+    let mut scenarios: Vec<Scenario> = Vec::new();
+    for &s in &args.scenarios {
+        if !scenarios.contains(&s) {
+            scenarios.push(s);
+        }
+    }
+    let program = std::env::current_exe().map_err(|source| BenchError::Io {
+        what: "find the path of",
+        path: PathBuf::from("this program"),
+        source,
+    })?;
+    let dir = TempDir::new("load")?;
+    let mut reports = Vec::new();
+    let mut failed_job = None;
+    for scenario in scenarios {
+        let plan = Plan::new(args, scenario);
+        eprint!("mttl-bench load: {:<8}", scenario.name());
+        let _ = std::io::stderr().flush();
+        let out = dir.path().join(format!("{}.json", scenario.name()));
+        let meter = load::Meter::start();
+        let started = Instant::now();
+        let spec = JobSpec {
+            backend: args.backend,
+            ..JobSpec::new(args.np as usize, &program).args(plan.worker_args(scenario, &out))
+        };
+        let outcome = launch::run(&spec).map_err(|source| {
+            eprintln!();
+            BenchError::Launch {
+                config: scenario.name(),
+                source,
+            }
+        })?;
+        let busy = meter.and_then(|m| m.foreign_cpus());
+        eprintln!(" {:.1} s", started.elapsed().as_secs_f64());
+        // A failed job may still have written what it saw.
+        if out.exists() {
+            let results = results_file::read(scenario.name(), &out, |v| Ok(v.clone()))?;
+            reports.push(ScenarioReport::new(scenario, &plan, results, busy));
+        }
+        if !outcome.success() {
+            failed_job = Some(BenchError::WorkerFailed {
+                config: scenario.name(),
+                code: outcome.exit_code,
+                hint: "",
+            });
+            break;
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    let printed = if args.json {
+        writeln!(stdout, "{:#}", report::to_json(args, &reports))
+    } else {
+        write!(stdout, "{}", report::text(args, &reports))
+    };
+    printed.map_err(|source| BenchError::Io {
+        what: "write the results to",
+        path: PathBuf::from("standard output"),
+        source,
+    })?;
+    if let Some(e) = failed_job {
+        return Err(e);
+    }
+    let failing: Vec<&str> = reports
+        .iter()
+        .filter(|r| !r.passed())
+        .map(|r| r.scenario.name())
+        .collect();
+    if failing.is_empty() {
+        Ok(())
+    } else {
+        Err(BenchError::Check(format!(
+            "checks failed in: {} (see the checks above)",
+            failing.join(", ")
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenarios_name_themselves_as_clap_does() {
+        for s in [
+            Scenario::Ainvoke,
+            Scenario::Threads,
+            Scenario::Transfer,
+            Scenario::Soak,
+        ] {
+            assert_eq!(Scenario::from_str(s.name(), false), Ok(s));
+        }
+    }
+
+    #[test]
+    fn byte_counts_parse_with_binary_units() {
+        assert_eq!(parse_bytes("64M"), Ok(64 << 20));
+        assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert!(parse_bytes("12").is_err(), "not a multiple of 8");
+        assert!(parse_bytes("0").is_err());
+        assert!(parse_bytes("1T").is_err());
+    }
+}
