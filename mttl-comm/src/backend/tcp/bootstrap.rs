@@ -23,8 +23,16 @@
 //!    was) and closed; no frame on it is ever read.
 //!
 //! The whole of steps 1-5 is bounded by `MTTL_CONNECT_TIMEOUT`.
+//!
+//! Strangers cannot stop either loop: each accepted connection's handshake
+//! runs as its own task under [`auth::HANDSHAKE_TIMEOUT`], so a silent or
+//! slow client holds up nobody; and a failed `accept` (a connection reset
+//! before it was taken, or no file descriptor left because a flood of
+//! connections holds them) is logged and retried after a pause, never a
+//! reason to give up the rendezvous (`mttl-comm/tests/rogue_client.rs`).
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -240,7 +248,7 @@ async fn build(
 
     let (connected, accepted) = tokio::select! {
         r = async { tokio::try_join!(connecting, collecting) } => r?,
-        e = accepting => return Err(e),
+        never = accepting => match never {},
     };
 
     let mut accepted = accepted;
@@ -282,20 +290,26 @@ async fn build(
 
 /// Accepts until every expected rank has connected and authenticated,
 /// sending each to `out`. Strangers and duplicates are refused and logged.
-/// Returns only on a listener failure.
+/// Never returns: the caller stops it when the mesh is complete, or at the
+/// deadline.
 async fn accept_expected(
     launch: &TcpLaunch,
     listener: &TcpListener,
     expected: Vec<Rank>,
     out: tmpsc::UnboundedSender<(Rank, TcpStream)>,
-) -> String {
+) -> Infallible {
     let me = launch.rank;
     let admitted = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+    let mut failing = AcceptFailures::default();
     loop {
         let (mut stream, peer) = match listener.accept().await {
             Ok(x) => x,
-            Err(e) => return format!("accepting connections failed: {e}"),
+            Err(e) => {
+                failing.pause(me, &e).await;
+                continue;
+            }
         };
+        failing.clear();
         let secret = launch.secret;
         let expected = expected.clone();
         let admitted = admitted.clone();
@@ -332,14 +346,22 @@ async fn accept_expected(
 /// Step 6.
 async fn guard_port(launch: &TcpLaunch, listener: TcpListener, mut stop: oneshot::Receiver<()>) {
     let me = launch.rank;
+    let mut failing = AcceptFailures::default();
     loop {
         let accepted = tokio::select! {
             _ = &mut stop => return,
             a = listener.accept() => a,
         };
-        let Ok((mut stream, peer)) = accepted else {
-            continue;
+        let (mut stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                tokio::select! {
+                    _ = &mut stop => return,
+                    _ = failing.pause(me, &e) => continue,
+                }
+            }
         };
+        failing.clear();
         let secret = launch.secret;
         tokio::spawn(async move {
             let shaken = tokio::time::timeout(
@@ -357,6 +379,33 @@ async fn guard_port(launch: &TcpLaunch, listener: TcpListener, mut stop: oneshot
                 Ok(Ok(_)) => refused(me, peer, "unexpected connection"),
             }
         });
+    }
+}
+
+/// How long to wait before accepting again after `accept` failed: it fails
+/// again at once while the cause lasts (out of file descriptors).
+const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// Failed accepts in a row: logged once per run, each followed by a pause.
+#[derive(Debug, Default)]
+struct AcceptFailures {
+    logged: bool,
+}
+
+impl AcceptFailures {
+    async fn pause(&mut self, me: Rank, e: &std::io::Error) {
+        if !self.logged {
+            self.logged = true;
+            eprintln!(
+                "mttl: rank {me}: accepting a connection failed: {e} (retrying every {} ms)",
+                ACCEPT_RETRY_PAUSE.as_millis()
+            );
+        }
+        tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
+    }
+
+    fn clear(&mut self) {
+        self.logged = false;
     }
 }
 
