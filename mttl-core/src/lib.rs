@@ -19,6 +19,7 @@ mod codec;
 mod coll;
 mod global;
 mod invoke;
+mod outbox;
 mod registry;
 mod runtime;
 mod stats;

@@ -47,6 +47,7 @@ use std::time::Duration;
 
 use mttl_comm::{AnyComm, Comm, CommError, Message, Rank, Tag};
 
+use crate::outbox::{self, Outbox, Route};
 use crate::registry::Registry;
 use crate::stats::{self, Stats};
 use crate::thread;
@@ -200,6 +201,9 @@ pub(crate) struct Runtime {
     /// Reusable buffer for small messages (header and body in one).
     scratch: Vec<u8>,
     pub(crate) watchdog: Watchdog,
+    outbox: Outbox,
+    /// Reused by [`Runtime::flush_all`].
+    flush_list: Vec<Rank>,
     exit_code: Option<i32>,
     exit_acks: usize,
 }
@@ -213,9 +217,10 @@ impl Runtime {
                 .map_err(|_| format!("MTTL_EAGER_LIMIT={v:?} is not a number of bytes"))?,
             Err(_) => 64 * 1024,
         };
+        let size = comm.size();
         Ok(Runtime {
             rank: comm.rank(),
-            size: comm.size(),
+            size,
             comm,
             eager_limit,
             stats: Stats::default(),
@@ -224,6 +229,8 @@ impl Runtime {
             coll: coll::State::default(),
             scratch: Vec::with_capacity(4096),
             watchdog: Watchdog::from_env()?,
+            outbox: Outbox::new(size)?,
+            flush_list: Vec::new(),
             exit_code: None,
             exit_acks: 0,
         })
@@ -241,6 +248,11 @@ impl Runtime {
     ) -> Result<(), CommError> {
         if body.len() > self.eager_limit {
             return self.post_split(dest, kind, header, body);
+        }
+        match self.outbox.admit(dest, kind, header, body) {
+            Route::Batched => return Ok(()),
+            Route::BatchedFull => return self.flush(dest),
+            Route::Direct => self.flush(dest)?,
         }
         self.scratch.clear();
         self.scratch.extend_from_slice(header);
@@ -261,6 +273,7 @@ impl Runtime {
         header: &[u8],
         body: &[u8],
     ) -> Result<(), CommError> {
+        self.flush(dest)?;
         self.comm.send(dest, kind | wire::LARGE, header)?;
         self.stats.sent(true, header.len());
         self.comm.send(dest, wire::DATA, body)?;
@@ -278,6 +291,7 @@ impl Runtime {
         body: Vec<u8>,
     ) -> Result<(), CommError> {
         if body.len() > self.eager_limit && dest != self.rank {
+            self.flush(dest)?;
             self.comm.send(dest, kind | wire::LARGE, header)?;
             self.stats.sent(true, header.len());
             self.stats.sent(false, body.len());
@@ -288,6 +302,35 @@ impl Runtime {
             return Ok(());
         }
         self.post(dest, kind, header, &body)
+    }
+
+    /// Sends the batch of small messages to `dest`, if any (see [`outbox`]).
+    #[inline]
+    pub(crate) fn flush(&mut self, dest: Rank) -> Result<(), CommError> {
+        let Some(batch) = self.outbox.take(dest) else {
+            return Ok(());
+        };
+        self.stats.sent(true, batch.len());
+        let sent = self.comm.send(dest, wire::BATCH, &batch);
+        self.outbox.sent_batch(dest, batch);
+        sent
+    }
+
+    /// Sends every batch (the loop is about to look at the network).
+    pub(crate) fn flush_all(&mut self) -> Result<(), CommError> {
+        let mut dests = std::mem::take(&mut self.flush_list);
+        self.outbox.take_touched(&mut dests);
+        let mut result = Ok(());
+        for &d in &dests {
+            // Every other batch still leaves; the first error is reported.
+            if let Err(e) = self.flush(d) {
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+        }
+        self.flush_list = dests;
+        result
     }
 
     /// Stops the job because of `why` (see *Failure*). Never returns.
@@ -324,7 +367,9 @@ impl Runtime {
     /// Before a failing rank exits: a launcher (mpirun above all) kills the
     /// other ranks as soon as this one exits non-zero, so give them a moment
     /// to read what this rank sent them and say why they stop.
-    pub(crate) fn linger(&self) {
+    pub(crate) fn linger(&mut self) {
+        // What could not be sent is lost with its rank anyway.
+        let _ = self.flush_all();
         if self.size > 1 {
             std::thread::sleep(ABORT_LINGER);
         }
@@ -333,6 +378,9 @@ impl Runtime {
     /// Dispatches one message (step 3 of the loop).
     fn dispatch(&mut self, m: Message) {
         let src = m.source;
+        if m.tag == wire::BATCH {
+            return self.dispatch_batch(src, &m.data);
+        }
         let large = m.tag & wire::LARGE != 0;
         let kind = m.tag & !wire::LARGE;
         let Some(hlen) = wire::header_len(kind) else {
@@ -370,7 +418,36 @@ impl Runtime {
         } else {
             header.split_off(hlen)
         };
-        let header = &header[..];
+        self.handle(src, kind, &header, body);
+    }
+
+    /// Dispatches the items of a `BATCH` (see [`outbox`]) in order.
+    fn dispatch_batch(&mut self, src: Rank, batch: &[u8]) {
+        for item in outbox::items(batch) {
+            let (kind, data) = match item {
+                Ok(item) => item,
+                Err(e) => self.fail(
+                    &format!("malformed message from rank {src}: {e}"),
+                    FAILURE_CODE,
+                ),
+            };
+            let hlen = match wire::header_len(kind) {
+                Some(hlen) if kind != wire::BATCH && data.len() >= hlen => hlen,
+                _ => self.fail(
+                    &format!(
+                        "malformed message from rank {src}: a batch holds kind {kind} with {} bytes",
+                        data.len()
+                    ),
+                    FAILURE_CODE,
+                ),
+            };
+            let (header, body) = data.split_at(hlen);
+            self.handle(src, kind, header, body.to_vec());
+        }
+    }
+
+    /// Handles one message of `kind` from `src`, its header and body apart.
+    fn handle(&mut self, src: Rank, kind: Tag, header: &[u8], body: Vec<u8>) {
         let mut f = Fields(header);
         if matches!(kind, wire::WATCH | wire::WATCH_STATE | wire::WATCH_FIRE) {
             return watchdog::dispatch(self, src, kind, f);
@@ -527,6 +604,11 @@ pub fn start<R: MainResult>(main: impl FnOnce() -> R + 'static) -> i32 {
     let rank = rt.rank;
     RUNTIME.with(|cell| *cell.borrow_mut() = Some(rt));
     check_registries();
+    with_rt(|rt| {
+        if let Err(e) = rt.flush_all() {
+            rt.comm_failed(&e);
+        }
+    });
     if rank == 0 {
         thread::spawn("main", move || {
             let code = main().exit_code();
@@ -635,6 +717,10 @@ fn serve() {
         }
         if with_rt(|rt| {
             rt.watchdog.progressed(ran);
+            // Batches leave before the loop looks at the network.
+            if let Err(e) = rt.flush_all() {
+                rt.comm_failed(&e);
+            }
             rt.done()
         }) {
             return;
@@ -654,7 +740,14 @@ fn serve() {
                 Ok(Some(m)) => {
                     if with_rt(|rt| {
                         rt.dispatch(m);
-                        rt.done()
+                        if rt.done() {
+                            // The last acknowledgement must leave.
+                            if let Err(e) = rt.flush_all() {
+                                rt.comm_failed(&e);
+                            }
+                            return true;
+                        }
+                        false
                     }) {
                         return;
                     }

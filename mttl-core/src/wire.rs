@@ -23,6 +23,7 @@
 //! | `WATCH`      | round u64                                | 8     | -               |
 //! | `WATCH_STATE`| round u64, idle ms u64, sent u64, recv u64 | 32  | -               |
 //! | `WATCH_FIRE` | exit code i32, idle ms u64               | 12    | -               |
+//! | `BATCH`      | -                                        | 0     | small messages (see `outbox`) |
 //!
 //! A remote write's header is 12 bytes and a read's 20, within the paper's
 //! 16 and 24 (which also carried node and size, carried here by the comm
@@ -62,6 +63,8 @@ pub(crate) const DATA: Tag = 15;
 pub(crate) const WATCH: Tag = 16;
 pub(crate) const WATCH_STATE: Tag = 17;
 pub(crate) const WATCH_FIRE: Tag = 18;
+/// Small messages sent as one (see `outbox`).
+pub(crate) const BATCH: Tag = 19;
 /// Flag: the body follows as a separate `DATA` message.
 pub(crate) const LARGE: Tag = 0x4000;
 
@@ -92,6 +95,7 @@ pub(crate) fn header_len(kind: Tag) -> Option<usize> {
         WATCH => 8,
         WATCH_STATE => 32,
         WATCH_FIRE => 12,
+        BATCH => 0,
         _ => return None,
     })
 }
