@@ -6,7 +6,8 @@
 //! 1. run up to [`BATCH`] ready threads ([`thread::run_ready`]);
 //! 2. if a thread panicked (outside a remote function, whose panics go back
 //!    to its caller), stop the job (see *Failure* below);
-//! 3. take messages: without waiting when threads are ready, else spinning
+//! 3. send the batches of small messages the threads left (see `outbox`);
+//!    then take messages: without waiting when threads are ready, else spinning
 //!    then parking in the backend (`recv_any` with a timeout); dispatch each
 //!    one on the native stack ([`Runtime::dispatch`]), which may wake or
 //!    spawn threads but never runs user code itself;
