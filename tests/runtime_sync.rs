@@ -16,6 +16,8 @@ on_every_backend!(
     many_writers_many_readers_keep_per_writer_order,
     peek_and_queue_len_see_queued_values,
     cell_on_another_node_fed_by_every_node,
+    a_stale_global_handle_never_reaches_a_newer_cell,
+    barrier_makes_global_sync_writes_visible,
 );
 
 /// What writers write: (writer id, sequence number).
@@ -179,6 +181,103 @@ fn cell_on_another_node_fed_by_every_node(t: Scenario) {
         let counts = check_per_writer_order("node 1's reader", &seen);
         let expected: BTreeMap<u32, u32> = (0..n).map(|w| (w, COUNT)).collect();
         assert_eq!(counts, expected, "items read per writer");
+    })
+    .assert_success();
+}
+
+thread_local! {
+    /// A cell a node keeps between calls.
+    static KEPT: std::cell::RefCell<Option<SyncCell<Vec<u8>>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Makes a cell, returns its handle and drops the cell.
+#[mttl::remote]
+fn dropped_cell() -> GlobalSync<Vec<u8>> {
+    SyncCell::<Vec<u8>>::new().global()
+}
+
+/// Makes a cell this node keeps, and returns its handle.
+#[mttl::remote]
+fn kept_cell() -> GlobalSync<Vec<u8>> {
+    let cell = SyncCell::new();
+    let handle = cell.global();
+    KEPT.with(|k| *k.borrow_mut() = Some(cell));
+    handle
+}
+
+/// Takes every value queued in the kept cell without waiting.
+#[mttl::remote]
+fn drain_kept() -> Vec<Vec<u8>> {
+    KEPT.with(|k| {
+        let kept = k.borrow();
+        let cell = kept.as_ref().expect("a kept cell");
+        std::iter::from_fn(|| cell.try_read()).collect()
+    })
+}
+
+fn a_stale_global_handle_never_reaches_a_newer_cell(t: Scenario) {
+    let out = t.run(2, || {
+        let stale = mttl::invoke(1, dropped_cell, ());
+        let live = mttl::invoke(1, kept_cell, ());
+        assert_ne!(stale, live, "a new cell must not get a dead cell's handle");
+        stale.write(b"to the dead cell".to_vec());
+        live.write(b"to the live cell".to_vec());
+        mttl::fence();
+        assert_eq!(
+            mttl::invoke(1, drain_kept, ()),
+            vec![b"to the live cell".to_vec()]
+        );
+    });
+    out.assert_success();
+    out.stderr_line(&[
+        "mttl: rank 1: a write from rank 0 was lost",
+        "does not exist",
+    ]);
+}
+
+/// Writes `count` values into `cell` (rank 0; one from every other rank),
+/// then enters a barrier; returns how many values the kept cell holds after
+/// it (on its node).
+#[mttl::remote]
+fn write_then_barrier(cell: GlobalSync<Vec<u8>>, count: usize) -> usize {
+    let me = mttl::rank();
+    let n = if me == 0 { count } else { 1 };
+    for _ in 0..n {
+        cell.write(vec![me as u8; 8]);
+    }
+    mttl::barrier();
+    if me == cell.node() {
+        KEPT.with(|k| k.borrow().as_ref().expect("a kept cell").queue_len())
+    } else {
+        0
+    }
+}
+
+fn barrier_makes_global_sync_writes_visible(t: Scenario) {
+    const FROM_0: usize = 20_000;
+    t.run(4, || {
+        let cell = mttl::invoke(3, kept_cell, ());
+        // A fence waits for GlobalSync writes: it asks their node.
+        cell.write(vec![0; 8]);
+        let before = mttl::stats().messages();
+        mttl::fence();
+        assert!(
+            mttl::stats().messages() > before,
+            "a fence after a GlobalSync write sent nothing"
+        );
+        assert_eq!(mttl::invoke(3, drain_kept, ()).len(), 1);
+        // Rank 3 does not hear from rank 0 in a 4-rank dissemination
+        // barrier, and rank 0 writes a lot: without the fence in the
+        // barrier, rank 3 could leave before the last writes arrive.
+        for round in 0..3 {
+            let seen = mttl::spmd(write_then_barrier, (cell, FROM_0));
+            assert_eq!(
+                seen[3],
+                FROM_0 + 3,
+                "round {round}: values at rank 3 after the barrier"
+            );
+            assert_eq!(mttl::invoke(3, drain_kept, ()).len(), FROM_0 + 3);
+        }
     })
     .assert_success();
 }

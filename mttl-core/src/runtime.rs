@@ -47,6 +47,7 @@ use std::rc::Weak;
 use std::time::Duration;
 
 use mttl_comm::{AnyComm, Comm, CommError, Message, Rank, Tag};
+use rustc_hash::FxHashMap;
 
 use crate::outbox::{self, Outbox, Route};
 use crate::registry::Registry;
@@ -130,58 +131,56 @@ pub fn stats() -> Stats {
 pub(crate) type Deliver = fn(cell: &dyn Any, status: u8, body: &[u8]) -> Result<(), String>;
 
 /// Cells reachable from other nodes: global `SyncCell`s and invoke replies.
+///
+/// A cell's id is never given to another cell while ids remain (they are
+/// handed out in order and wrap after 2^32), so a handle kept past its
+/// cell's end can only miss, never reach a newer cell.
 #[derive(Default)]
 pub(crate) struct CellTable {
-    slots: Vec<Option<(Weak<dyn Any>, Deliver)>>,
-    free: Vec<u32>,
+    cells: FxHashMap<u32, (Weak<dyn Any>, Deliver)>,
+    next: u32,
 }
 
 impl std::fmt::Debug for CellTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "CellTable({} slots, {} free)",
-            self.slots.len(),
-            self.free.len()
+            "CellTable({} cells, next id {})",
+            self.cells.len(),
+            self.next
         )
     }
 }
 
 impl CellTable {
     pub(crate) fn insert(&mut self, cell: Weak<dyn Any>, deliver: Deliver) -> u32 {
-        match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some((cell, deliver));
-                s
-            }
-            None => {
-                self.slots.push(Some((cell, deliver)));
-                (self.slots.len() - 1) as u32
-            }
+        // After a wrap, skip the ids of cells that still live.
+        while self.cells.contains_key(&self.next) {
+            self.next = self.next.wrapping_add(1);
         }
+        let id = self.next;
+        self.next = self.next.wrapping_add(1);
+        self.cells.insert(id, (cell, deliver));
+        id
     }
 
-    pub(crate) fn remove(&mut self, slot: u32) {
-        if let Some(s) = self.slots.get_mut(slot as usize) {
-            if s.take().is_some() {
-                self.free.push(slot);
-            }
-        }
+    pub(crate) fn remove(&mut self, id: u32) {
+        self.cells.remove(&id);
     }
 
     /// Hands a remote write to its cell.
-    pub(crate) fn deliver(&mut self, slot: u32, status: u8, body: &[u8]) -> Result<(), String> {
-        let Some(Some((weak, deliver))) = self.slots.get(slot as usize) else {
+    pub(crate) fn deliver(&mut self, id: u32, status: u8, body: &[u8]) -> Result<(), String> {
+        let Some((weak, deliver)) = self.cells.get(&id) else {
             return Err(format!(
-                "cell {slot} does not exist (it was dropped, or never made global)"
+                "cell {id} does not exist (it was dropped, or never made global)"
             ));
         };
         let Some(cell) = weak.upgrade() else {
-            // The one reply a dropped call's slot was kept for (see
-            // `Pending`'s `Drop`): the slot is free from now on.
-            self.remove(slot);
+            // The one reply a dropped call's cell was kept for (see
+            // `Pending`'s `Drop`): the id is done with from now on.
+            self.remove(id);
             return Err(format!(
-                "cell {slot} no longer exists (the call it answers was dropped unwaited)"
+                "cell {id} no longer exists (the call it answers was dropped unwaited)"
             ));
         };
         deliver(&*cell, status, body)

@@ -273,7 +273,9 @@ impl<T: Encode> GlobalSync<T> {
     }
 
     /// Appends `value` to the cell at its node (does not wait for it to
-    /// arrive; per-pair order is kept).
+    /// arrive; per-pair order is kept). Like an `nwrite`, it is done at its
+    /// node once this node's next [`fence`](crate::fence) (or
+    /// [`barrier`](crate::barrier)) returns.
     ///
     /// # Panics
     ///
@@ -283,6 +285,10 @@ impl<T: Encode> GlobalSync<T> {
         if let Err(e) = codec::encode_into(&value, &mut body) {
             panic!("GlobalSync::write: {e}");
         }
-        runtime::write_cell(self.node as Rank, self.slot, wire::STATUS_OK, &body);
+        let node = self.node as Rank;
+        runtime::write_cell(node, self.slot, wire::STATUS_OK, &body);
+        if node != runtime::rank() {
+            with_rt(|rt| rt.global.note_nwrite(node));
+        }
     }
 }

@@ -264,8 +264,9 @@ impl Memory {
     }
 }
 
-/// Waits until every `nwrite` this rank issued before the call has been
-/// applied at its owner (see the module docs). Returns at once when there
+/// Waits until every `nwrite` and every [`GlobalSync`](crate::GlobalSync)
+/// write this rank issued before the call has been applied at its owner
+/// (see the module docs). Returns at once when there
 /// are none. `barrier` calls it first.
 ///
 /// # Panics
