@@ -20,7 +20,7 @@
 //! # One invocation, step by step
 //!
 //! 1. The process the user started (the *orchestrator*) resolves the sizes
-//!    ([`Plan`]) and makes a private temporary directory.
+//!    (`Plan`) and makes a private temporary directory.
 //! 2. For each scenario it starts its own executable as a job of `--np`
 //!    ranks on `--backend`: `mttl-bench load --worker SCENARIO --out FILE`
 //!    and the sizes, and meters how busy other processes kept the machine
@@ -78,6 +78,29 @@ impl Scenario {
     }
 }
 
+/// A fault a worker injects on purpose, so that the tests can show that
+/// the checks catch it (hidden option `--fault`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum Fault {
+    /// Rank 1's first ainvoke is answered but its value is not counted, as
+    /// if the request had been lost and the reply made up.
+    LoseCall,
+    /// Rank 1's first ainvoke is never answered.
+    DropReply,
+    /// One bit of the transferred data is flipped where it lands.
+    FlipBit,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::LoseCall => "lose-call",
+            Fault::DropReply => "drop-reply",
+            Fault::FlipBit => "flip-bit",
+        }
+    }
+}
+
 /// Arguments of `mttl-bench load`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadArgs {
@@ -129,6 +152,9 @@ pub struct LoadArgs {
     /// Print one JSON document on stdout instead of the table.
     #[arg(long)]
     json: bool,
+    /// Inject this fault (for the tests of the checks themselves).
+    #[arg(long, hide = true)]
+    fault: Option<Fault>,
     /// Run as a worker rank of this scenario (used by the orchestrator).
     #[arg(long, hide = true, requires = "out")]
     worker: Option<Scenario>,
@@ -188,6 +214,7 @@ pub(crate) struct Plan {
     rss_tolerance_mib: u64,
     seed: u64,
     timeout: f64,
+    fault: Option<Fault>,
 }
 
 impl Plan {
@@ -209,6 +236,7 @@ impl Plan {
             timeout: args
                 .timeout
                 .unwrap_or(if soak { args.duration + 600.0 } else { 600.0 }),
+            fault: args.fault,
         }
     }
 
@@ -234,6 +262,9 @@ impl Plan {
         arg("rss-tolerance-mib", self.rss_tolerance_mib.to_string());
         arg("seed", self.seed.to_string());
         arg("timeout", self.timeout.to_string());
+        if let Some(fault) = self.fault {
+            arg("fault", fault.name().to_owned());
+        }
         args
     }
 }
@@ -346,6 +377,9 @@ mod tests {
             Scenario::Soak,
         ] {
             assert_eq!(Scenario::from_str(s.name(), false), Ok(s));
+        }
+        for f in [Fault::LoseCall, Fault::DropReply, Fault::FlipBit] {
+            assert_eq!(Fault::from_str(f.name(), false), Ok(f));
         }
     }
 
