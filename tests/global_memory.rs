@@ -167,6 +167,29 @@ fn slices_below_and_above_the_eager_limit(t: Scenario) {
             // The last write covered the whole array: the owner agrees.
             let sum = (0..N as u64).fold(0u64, |s, i| s.wrapping_add(!(i * 31 + N as u64)));
             assert_eq!(mttl::invoke(node, local_sum, (p,)), sum);
+            // A large write running past the end is refused whole: not one
+            // byte of it lands, though the region has room for its start.
+            let tail = p.add(N - 5000);
+            let e = tail.try_write_slice(&vec![7u64; 10_000]).unwrap_err();
+            assert_eq!(
+                e.kind,
+                mttl::GlobalErrorKind::OutOfBounds {
+                    region_len: 8 * N as u64
+                },
+                "{e}"
+            );
+            // An nwrite's error comes at once on the own node, else from
+            // the next fence.
+            let nwrite = tail.try_nwrite_slice(&vec![7u64; 10_000]);
+            assert!(
+                nwrite.is_err() || mttl::try_fence().is_err(),
+                "the nwrite past the end fails"
+            );
+            assert_eq!(
+                mttl::invoke(node, local_sum, (p,)),
+                sum,
+                "the region is intact"
+            );
             // Reads of slices from several threads at once.
             let parts: Vec<_> = (0..4)
                 .map(|k| mttl::ainvoke(0, read_part, (p.add(k * (N / 4)), N / 4)))

@@ -91,6 +91,16 @@ pub struct SendHandle {
     pub seq: u64,
 }
 
+/// What [`Comm::recv_from_into`] did with a message.
+#[derive(Debug)]
+pub enum Received {
+    /// The message is in the caller's buffer, in its first `len` bytes.
+    Placed(Envelope),
+    /// The message did not fit (or was not accepted) and was received as
+    /// usual.
+    Owned(Message),
+}
+
 /// The eight primitives of MTTL's communication layer.
 pub trait Comm {
     /// `_pmttl_cominit`: join the job and learn this process's rank and size.
@@ -144,6 +154,32 @@ pub trait Comm {
         source: Rank,
         timeout: Option<Duration>,
     ) -> Result<Option<Message>, CommError>;
+
+    /// `_pmttl_brecnode` into the caller's memory: receive the next message
+    /// from `source` straight into `buf` if it is no longer than `buf` and
+    /// `accept` takes its length, else as [`recv_from`](Comm::recv_from)
+    /// would. This is how a large remote write lands in its region without
+    /// a copy (MPI: `MPI_Recv` into the region once a probe gave the size).
+    ///
+    /// The provided version receives as usual and copies; backends that
+    /// can receive in place override it.
+    fn recv_from_into(
+        &mut self,
+        source: Rank,
+        timeout: Option<Duration>,
+        buf: &mut [u8],
+        accept: &dyn Fn(usize) -> bool,
+    ) -> Result<Option<Received>, CommError> {
+        Ok(self.recv_from(source, timeout)?.map(|m| {
+            let len = m.data.len();
+            if len <= buf.len() && accept(len) {
+                buf[..len].copy_from_slice(&m.data);
+                Received::Placed(m.envelope())
+            } else {
+                Received::Owned(m)
+            }
+        }))
+    }
 
     /// `_pmttl_brecany`: receive the next message from any rank (any tag),
     /// blocking up to `timeout` (`None`: without limit). `Ok(None)` means the

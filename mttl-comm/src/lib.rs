@@ -20,5 +20,5 @@ pub mod env;
 pub mod launch;
 
 pub use backend::AnyComm;
-pub use comm::{Comm, Envelope, Message, Rank, SendHandle, Tag};
+pub use comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 pub use error::{CommError, ErrorKind, Op};

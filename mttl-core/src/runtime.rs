@@ -46,9 +46,10 @@ use std::cell::RefCell;
 use std::rc::Weak;
 use std::time::Duration;
 
-use mttl_comm::{AnyComm, Comm, CommError, Message, Rank, Tag};
+use mttl_comm::{AnyComm, Comm, CommError, Message, Rank, Received, Tag};
 use rustc_hash::FxHashMap;
 
+use crate::global::InPlace;
 use crate::outbox::{self, Outbox, Route};
 use crate::registry::Registry;
 use crate::stats::{self, Stats};
@@ -64,7 +65,7 @@ const BATCH: usize = 64;
 const IDLE_TICK: Duration = Duration::from_secs(1);
 
 /// How long the body of a large message may lag its header.
-const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long a failing rank waits after sending its aborts before exiting.
 const ABORT_LINGER: Duration = Duration::from_millis(300);
@@ -400,25 +401,57 @@ impl Runtime {
             );
         }
         let body = if large {
-            // Step 3 of the large-message protocol: the body comes next.
-            let body = match self.comm.recv_from(src, Some(BODY_TIMEOUT)) {
-                Ok(Some(b)) if b.tag == wire::DATA => b.data,
-                Ok(Some(b)) => self.fail(
-                    &format!("malformed message from rank {src}: a large message's body has tag {}", b.tag),
-                    FAILURE_CODE,
-                ),
-                Ok(None) => self.fail(
-                    &format!("rank {src} sent a large message's header but not its body within {BODY_TIMEOUT:?}"),
-                    FAILURE_CODE,
-                ),
-                Err(e) => self.comm_failed(&e),
-            };
-            self.stats.recv += 1;
-            body
+            // Step 3 of the large-message protocol: the body comes next. A
+            // remote write's lands in its region when it can.
+            if matches!(kind, wire::WRITE | wire::WRITE_ACK) {
+                match global::receive_write_in_place(self, src, kind, &header) {
+                    InPlace::Done => return,
+                    InPlace::Received(body) => self.check_body(src, body),
+                    InPlace::NotTried => self.recv_body(src),
+                }
+            } else {
+                self.recv_body(src)
+            }
         } else {
             header.split_off(hlen)
         };
         self.handle(src, kind, &header, body);
+    }
+
+    /// Receives the body of a large message from `src` (step 3 of the
+    /// large-message protocol).
+    fn recv_body(&mut self, src: Rank) -> Vec<u8> {
+        let got = self.comm.recv_from(src, Some(BODY_TIMEOUT));
+        self.check_body(src, got.map(|m| m.map(Received::Owned)))
+    }
+
+    /// The body of a large message from `src`, as received, or the end of
+    /// the job if it is not one.
+    pub(crate) fn check_body(
+        &mut self,
+        src: Rank,
+        got: Result<Option<Received>, CommError>,
+    ) -> Vec<u8> {
+        let tag = match &got {
+            Ok(Some(Received::Owned(m))) => m.tag,
+            Ok(Some(Received::Placed(e))) => e.tag,
+            Ok(None) => self.fail(
+                &format!("rank {src} sent a large message's header but not its body within {BODY_TIMEOUT:?}"),
+                FAILURE_CODE,
+            ),
+            Err(e) => self.comm_failed(e),
+        };
+        if tag != wire::DATA {
+            self.fail(
+                &format!("malformed message from rank {src}: a large message's body has tag {tag}"),
+                FAILURE_CODE,
+            );
+        }
+        self.stats.recv += 1;
+        match got {
+            Ok(Some(Received::Owned(m))) => m.data,
+            _ => Vec::new(),
+        }
     }
 
     /// Dispatches the items of a `BATCH` (see [`outbox`]) in order.

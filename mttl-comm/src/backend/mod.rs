@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::comm::{Comm, Envelope, Message, Rank, SendHandle, Tag};
+use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env::Launch;
 use crate::error::CommError;
 #[cfg(not(feature = "mpi"))]
@@ -110,6 +110,17 @@ impl Comm for AnyComm {
         timeout: Option<Duration>,
     ) -> Result<Option<Message>, CommError> {
         dispatch!(self, c => c.recv_from(source, timeout))
+    }
+
+    #[inline]
+    fn recv_from_into(
+        &mut self,
+        source: Rank,
+        timeout: Option<Duration>,
+        buf: &mut [u8],
+        accept: &dyn Fn(usize) -> bool,
+    ) -> Result<Option<Received>, CommError> {
+        dispatch!(self, c => c.recv_from_into(source, timeout, buf, accept))
     }
 
     #[inline]

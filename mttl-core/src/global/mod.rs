@@ -136,7 +136,7 @@ pub use self::guard::{BorrowError, GlobalRef, GlobalRefMut};
 pub use self::handle::{GlobalArray, GlobalObject};
 pub use self::ptr::GlobalPtr;
 
-pub(crate) use self::owner::dispatch;
+pub(crate) use self::owner::{dispatch, receive_write_in_place, InPlace};
 
 use self::completion::Request;
 use self::error::Fault;

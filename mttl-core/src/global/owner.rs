@@ -34,13 +34,13 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use mttl_comm::{Rank, Tag};
+use mttl_comm::{Comm, CommError, Rank, Received, Tag};
 
 use super::atomic;
 use super::error::{Fault, GlobalErrorKind};
 use super::region::Exclusive;
 use crate::registry::{Callable, Registry};
-use crate::runtime::{self, Runtime};
+use crate::runtime::{self, Runtime, BODY_TIMEOUT};
 use crate::thread;
 use crate::wire::{self, Fields, HeaderBuf};
 
@@ -129,6 +129,56 @@ pub(crate) fn dispatch(rt: &mut Runtime, kind: Tag, src: Rank, header: &[u8], bo
     }
     if let Err(held) = apply(rt, src, held) {
         rt.global.owner.push_back(src, held);
+    }
+}
+
+/// What [`receive_write_in_place`] did.
+pub(crate) enum InPlace {
+    /// The body landed in its region and the write is done.
+    Done,
+    /// The body did not fit where the header points and was received as
+    /// usual: the ordinary path refuses or applies it.
+    Received(Result<Option<Received>, CommError>),
+    /// Nothing was received: the ordinary path receives the body.
+    NotTried,
+}
+
+/// Step 3 of the large-message protocol for a remote write of `kind` from
+/// `src` whose `header` just arrived: receives the body straight into the
+/// region when the write could be applied at once (nothing from `src`
+/// waits, the header is valid, the region is not borrowed), saving a copy
+/// of what can be megabytes.
+pub(crate) fn receive_write_in_place(
+    rt: &mut Runtime,
+    src: Rank,
+    kind: Tag,
+    header: &[u8],
+) -> InPlace {
+    if rt.global.owner.waiting_from(src) {
+        return InPlace::NotTried;
+    }
+    let mut f = Fields(header);
+    let (region, addr) = (f.u32(), f.u64());
+    let cell = (kind == wire::WRITE_ACK).then(|| f.u32());
+    // Checks all but the length, which the body tells.
+    let Ok((buf, off, _)) = rt.global.locate(region, addr, None) else {
+        return InPlace::NotTried;
+    };
+    let (room, elem) = (buf.byte_len() - off, buf.elem_size());
+    let comm = &mut rt.comm;
+    let got = buf.with_bytes_mut(off, room, |target| {
+        comm.recv_from_into(src, Some(BODY_TIMEOUT), target, &|len| len % elem == 0)
+    });
+    match got {
+        None => InPlace::NotTried,
+        Some(Ok(Some(placed @ Received::Placed(_)))) => {
+            rt.check_body(src, Ok(Some(placed)));
+            if let Some(cell) = cell {
+                reply(rt, src, cell, wire::STATUS_OK, &[]);
+            }
+            InPlace::Done
+        }
+        Some(got) => InPlace::Received(got),
     }
 }
 
