@@ -26,16 +26,16 @@
 //! rank's progress counters if the scenario is not over in time, so a lost
 //! message shows as a named stall, not a silent hang.
 
+mod ainvoke;
+mod threads;
+mod transfer;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-
-mod ainvoke;
-mod threads;
-mod transfer;
 
 use super::memory::{mib, Memory};
 use super::{Fault, Plan, Scenario};
@@ -45,11 +45,11 @@ use crate::bench::results_file;
 /// The rank that runs the `threads` scenario and receives the transfer.
 const PEER: usize = 1;
 
-/// Calls this rank started ([`load_fire`]).
+/// Calls this rank started (`ainvoke::load_fire`, `threads`).
 static SENT: AtomicU64 = AtomicU64::new(0);
 /// Replies this rank received.
 static ANSWERED: AtomicU64 = AtomicU64::new(0);
-/// Calls this rank served ([`load_accumulate`]).
+/// Calls this rank served (`ainvoke::load_accumulate`).
 static SERVED_CALLS: AtomicU64 = AtomicU64::new(0);
 /// This rank, once known.
 static RANK: AtomicUsize = AtomicUsize::new(usize::MAX);
