@@ -8,7 +8,8 @@
 //!
 //! 1. Row reduction of the mat-vec result `w`, [`row_reduce`]:
 //!    `l2npcols` exchanges with `reduce_steps[s].partner`, each followed by
-//!    `w[recv] += received`.
+//!    `w[recv] += received` ([`CgComm::exchange_add`] when the rows sent
+//!    and the rows added to are disjoint, as in a non-square grid).
 //! 2. Transpose exchange, [`transpose`]: the finished rows of `w` go to
 //!    `exch_proc`, the process's own column block comes back into `q`.
 //! 3. Scalar sums (dot products), [`CgComm::row_sum`]: a butterfly over
@@ -18,6 +19,8 @@
 //! does not depend on data), so a driver may also synchronise globally
 //! inside a call. With one process (`l2npcols = 0`) the solver makes no call
 //! at all.
+
+use std::ops::Range;
 
 /// Which step of CG an exchange belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -98,6 +101,25 @@ pub trait CgComm {
         }
     }
 
+    /// Like [`exchange`](Self::exchange), but adds the partner's values to
+    /// `acc` (`acc[i] += theirs[i]`, in index order) instead of returning
+    /// them; `scratch` (at least `acc.len()` long) may hold them meanwhile.
+    ///
+    /// A driver that holds the received values in a buffer of its own may
+    /// override this to add straight out of it and save a copy.
+    fn exchange_add(
+        &mut self,
+        partner: usize,
+        kind: Exchange,
+        send: &[f64],
+        acc: &mut [f64],
+        scratch: &mut [f64],
+    ) {
+        let theirs = &mut scratch[..acc.len()];
+        self.exchange(partner, kind, send, theirs);
+        super::kernels::add_assign(acc, theirs);
+    }
+
     /// Waits until every process has called `barrier` (before timing starts).
     fn barrier(&mut self);
 }
@@ -112,14 +134,32 @@ pub fn row_reduce<C: CgComm + ?Sized>(
     scratch: &mut [f64],
 ) {
     for (step, s) in grid.reduce_steps.iter().enumerate() {
-        let theirs = &mut scratch[s.recv.clone()];
-        comm.exchange(
-            s.partner,
-            Exchange::RowReduce { step },
-            &w[s.send.clone()],
-            theirs,
-        );
-        super::kernels::add_assign(&mut w[s.recv.clone()], theirs);
+        let kind = Exchange::RowReduce { step };
+        if let Some((send, acc)) = disjoint(w, &s.send, &s.recv) {
+            comm.exchange_add(s.partner, kind, send, acc, scratch);
+        } else {
+            // A square grid sends the rows it adds to.
+            let theirs = &mut scratch[s.recv.clone()];
+            comm.exchange(s.partner, kind, &w[s.send.clone()], theirs);
+            super::kernels::add_assign(&mut w[s.recv.clone()], theirs);
+        }
+    }
+}
+
+/// `w[send]` and `w[acc]` at once, when the ranges do not overlap.
+fn disjoint<'w>(
+    w: &'w mut [f64],
+    send: &Range<usize>,
+    acc: &Range<usize>,
+) -> Option<(&'w [f64], &'w mut [f64])> {
+    if send.end <= acc.start {
+        let (low, high) = w.split_at_mut(acc.start);
+        Some((&low[send.clone()], &mut high[..acc.len()]))
+    } else if acc.end <= send.start {
+        let (low, high) = w.split_at_mut(send.start);
+        Some((&high[..send.len()], &mut low[acc.clone()]))
+    } else {
+        None
     }
 }
 

@@ -7,19 +7,31 @@
 //! # An exchange, step by step
 //!
 //! 1. Each exchange kind (row-reduction step, transpose, row-sum step) has a
-//!    slot in every node's landing array: two buffers of `stride` values,
-//!    used alternately by the slot's sequence number `seq` (1, 2, ...),
-//!    which both partners count alike.
-//! 2. The sender writes `seq` followed by its values into buffer `seq % 2`
-//!    of the slot on the partner, in one `nwrite`: a write is applied at
-//!    its owner as a whole, so it carries its own flag.
-//! 3. The receiver yields to the runtime (which applies incoming writes)
-//!    until the first value of its own buffer `seq % 2` is `seq`, then
-//!    copies the values out. After `SPIN_POLLS` polls it also yields the
-//!    processor now and then, for oversubscribed machines.
-//! 4. The partner writes that buffer again only with `seq + 2`, after it
+//!    slot in every node's landing array: a `ready` value and two buffers
+//!    of `stride` values (a flag, then the data), used alternately by the
+//!    slot's sequence number `seq` (1, 2, ...), which both partners count
+//!    alike.
+//! 2. A short exchange (a row sum) writes `seq` followed by its values
+//!    into buffer `seq % 2` of the slot on the partner, in one `nwrite`: a
+//!    write is applied at its owner as a whole, so it carries its own flag.
+//! 3. A long one (a vector) writes its values straight from the caller's
+//!    slice, then `seq` into the buffer's flag: writes from one node are
+//!    applied in the order they were sent, so the flag lands after the data.
+//!    On the MPI backend it first writes `seq` into the partner's `ready`
+//!    and waits for the partner's: MPI moves a large message only once the
+//!    receiver takes it, and a sender blocked on an absent partner naps,
+//!    while a node waiting here polls.
+//! 4. The receiver yields to the runtime (which applies incoming writes)
+//!    until the flag of its own buffer `seq % 2` is `seq`, then uses the
+//!    values where they landed (copies them out, or adds them to the row
+//!    sums). After `SPIN_POLLS` polls it also yields the processor now and
+//!    then, for oversubscribed machines.
+//! 5. The partner writes that buffer again only with `seq + 2`, after it
 //!    has received this node's write `seq + 1`, which this node sends only
-//!    after step 3 of exchange `seq`: no buffer is overwritten unread.
+//!    after step 4 of exchange `seq`: no buffer is overwritten unread.
+//!
+//! An exchange with the node itself (the transpose of a 1 × 2 grid) is a
+//! copy.
 //!
 //! `cg_mpi.rs` is the same program on plain MPI; `npb --line-diff` counts
 //! the lines that differ.
@@ -31,7 +43,8 @@ use mttl::{GlobalArray, GlobalPtr};
 
 use super::error::{check_size, DriverError};
 use super::report::{Outcome, Variant};
-use crate::npb::cg::{CgComm, CgGrid, CgIteration, CgRank, Exchange};
+use crate::npb::cg::kernels::add_assign;
+use crate::npb::cg::{CgComm, CgGrid, CgIteration, CgRank, Exchange, MAX_ROW_SUM};
 use crate::npb::Class;
 
 /// Polls of a landing buffer before a waiting node also gives the processor
@@ -52,14 +65,14 @@ struct MttlCg<'a> {
     landings: Vec<GlobalPtr<f64>>,
     /// This node's.
     landing: &'a GlobalArray<f64>,
-    /// Values per buffer: the sequence number and the longest exchange.
+    /// Values per buffer: the flag and the longest exchange.
     stride: usize,
     /// Steps of a row reduction (and of a row sum).
     steps: usize,
+    /// Whether long exchanges wait for the partner first (step 3).
+    handshake: bool,
     /// The last sequence number of each slot.
     seq: Vec<u64>,
-    /// The write being sent: sequence number, then values.
-    outgoing: Vec<f64>,
 }
 
 impl MttlCg<'_> {
@@ -71,29 +84,77 @@ impl MttlCg<'_> {
             Exchange::RowSum { step } => self.steps + 1 + step,
         }
     }
-}
 
-impl CgComm for MttlCg<'_> {
-    /// A remote write into the partner's landing buffer, then a wait for
-    /// the partner's write into ours (steps 2-3 of the module doc).
-    fn exchange(&mut self, partner: usize, kind: Exchange, send: &[f64], recv: &mut [f64]) {
-        let slot = self.slot(kind);
-        self.seq[slot] += 1;
-        let seq = self.seq[slot];
-        let at = (2 * slot + seq as usize % 2) * self.stride;
-        self.outgoing.clear();
-        self.outgoing.push(seq as f64);
-        self.outgoing.extend_from_slice(send);
-        self.landings[partner].add(at).nwrite_slice(&self.outgoing);
+    /// Yields until element `at` of this node's landing array is `seq`
+    /// (step 4 of the module doc).
+    fn wait_for(&self, at: usize, seq: f64) {
         let mut polls = 0u32;
-        while self.landing.get(at) != seq as f64 {
+        while self.landing.get(at) != seq {
             mttl::yield_now();
             polls = polls.wrapping_add(1);
             if polls > SPIN_POLLS && polls % 64 == 0 {
                 std::thread::yield_now();
             }
         }
-        recv.copy_from_slice(&self.landing.borrow()[at + 1..at + 1 + recv.len()]);
+    }
+
+    /// Sends `send` to `partner`, waits for the partner's values and hands
+    /// them to `take` where they landed (steps 2-4 of the module doc).
+    fn exchange_with(
+        &mut self,
+        partner: usize,
+        kind: Exchange,
+        send: &[f64],
+        len: usize,
+        take: impl FnOnce(&[f64]),
+    ) {
+        if partner == mttl::rank() {
+            return take(send);
+        }
+        let slot = self.slot(kind);
+        self.seq[slot] += 1;
+        let seq = self.seq[slot];
+        let ready = slot * (2 * self.stride + 1);
+        let at = ready + 1 + (seq as usize % 2) * self.stride;
+        let theirs = self.landings[partner];
+        if send.len() <= MAX_ROW_SUM {
+            let mut short = [seq as f64; MAX_ROW_SUM + 1];
+            short[1..=send.len()].copy_from_slice(send);
+            theirs.add(at).nwrite_slice(&short[..=send.len()]);
+        } else {
+            if self.handshake {
+                theirs.add(ready).nwrite(seq as f64);
+                self.wait_for(ready, seq as f64);
+            }
+            theirs.add(at + 1).nwrite_slice(send);
+            theirs.add(at).nwrite(seq as f64);
+        }
+        self.wait_for(at, seq as f64);
+        take(&self.landing.borrow()[at + 1..at + 1 + len]);
+    }
+}
+
+impl CgComm for MttlCg<'_> {
+    /// Remote writes into the partner's landing buffer, then a wait for the
+    /// partner's into ours (see the module doc).
+    fn exchange(&mut self, partner: usize, kind: Exchange, send: &[f64], recv: &mut [f64]) {
+        self.exchange_with(partner, kind, send, recv.len(), |theirs| {
+            recv.copy_from_slice(theirs);
+        });
+    }
+
+    /// As `exchange`, adding the partner's values where they landed.
+    fn exchange_add(
+        &mut self,
+        partner: usize,
+        kind: Exchange,
+        send: &[f64],
+        acc: &mut [f64],
+        _scratch: &mut [f64],
+    ) {
+        self.exchange_with(partner, kind, send, acc.len(), |theirs| {
+            add_assign(acc, theirs);
+        });
     }
 
     fn barrier(&mut self) {
@@ -116,7 +177,7 @@ fn cg_init(class: char) -> (GlobalPtr<f64>, f64) {
     let rank =
         CgRank::new(class.cg(), mttl::size(), mttl::rank()).expect("node 0 checked the grid");
     let stride = mttl::allreduce_max(rank.grid().max_exchange_len()) + 1;
-    let landing = GlobalArray::new(2 * slots(rank.grid()) * stride);
+    let landing = GlobalArray::new(slots(rank.grid()) * (2 * stride + 1));
     let ptr = landing.global_ptr();
     NODE.set(Some((rank, landing, stride)));
     (ptr, t0.elapsed().as_secs_f64())
@@ -134,8 +195,8 @@ fn cg_kernel(landings: Vec<GlobalPtr<f64>>) -> (Vec<(f64, f64)>, f64) {
         landing: &landing,
         stride,
         steps,
+        handshake: mttl::backend_name() == "mpi",
         seq: vec![0; slots(rank.grid())],
-        outgoing: Vec::with_capacity(stride),
     };
     rank.power_step(&mut comm);
     rank.reset_x();
