@@ -26,6 +26,7 @@ on_every_backend!(
     call_to_a_nonexistent_node_is_a_clear_error,
     invoke_of_a_nonexistent_node_ends_the_job,
     ranks_of_different_programs_are_refused_at_start_up,
+    an_argument_above_the_message_limit_is_named_on_every_rank,
 );
 
 #[mttl::remote]
@@ -329,4 +330,28 @@ fn run_mpi_pair(t: &Scenario, other: &std::path::Path) -> JobOutput {
         .env_remove(launch_env::NP)
         .env_remove(launch_env::RANK);
     runtime_support::run_captured("mpirun with two programs", cmd, Duration::from_secs(60))
+}
+
+#[mttl::remote]
+fn byte_count(data: Vec<u8>) -> usize {
+    data.len()
+}
+
+fn an_argument_above_the_message_limit_is_named_on_every_rank(t: Scenario) {
+    let out = t.env("MTTL_MAX_MESSAGE", "1000000").run(2, || {
+        // Below the limit, above the eager limit: fine.
+        assert_eq!(mttl::invoke(1, byte_count, (vec![1u8; 900_000],)), 900_000);
+        mttl::invoke(1, byte_count, (vec![1u8; 2_000_000],));
+        println!("the call above the limit returned");
+    });
+    out.assert_failure();
+    assert!(
+        !out.stdout.contains("above the limit returned"),
+        "{}",
+        out.stdout
+    );
+    let too_large = "exceeds the maximum of 1000000 bytes (MTTL_MAX_MESSAGE)";
+    out.stderr_line(&["mttl: rank 0:", "send to rank 1", too_large]);
+    // Rank 1 got no header it would wait on forever, and names the cause.
+    out.stderr_line(&["mttl: rank 1: stopping because rank 0", too_large]);
 }

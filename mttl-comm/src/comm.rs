@@ -157,7 +157,7 @@ pub trait Comm {
 
     /// `_pmttl_brecnode` into the caller's memory: receive the next message
     /// from `source` straight into `buf` if it is no longer than `buf` and
-    /// `accept` takes its length, else as [`recv_from`](Comm::recv_from)
+    /// `accept` takes its envelope, else as [`recv_from`](Comm::recv_from)
     /// would. This is how a large remote write lands in its region without
     /// a copy (MPI: `MPI_Recv` into the region once a probe gave the size).
     ///
@@ -168,11 +168,11 @@ pub trait Comm {
         source: Rank,
         timeout: Option<Duration>,
         buf: &mut [u8],
-        accept: &dyn Fn(usize) -> bool,
+        accept: &dyn Fn(&Envelope) -> bool,
     ) -> Result<Option<Received>, CommError> {
         Ok(self.recv_from(source, timeout)?.map(|m| {
             let len = m.data.len();
-            if len <= buf.len() && accept(len) {
+            if len <= buf.len() && accept(&m.envelope()) {
                 buf[..len].copy_from_slice(&m.data);
                 Received::Placed(m.envelope())
             } else {

@@ -46,7 +46,7 @@ use std::cell::RefCell;
 use std::rc::Weak;
 use std::time::Duration;
 
-use mttl_comm::{AnyComm, Comm, CommError, Message, Rank, Received, Tag};
+use mttl_comm::{AnyComm, Comm, CommError, ErrorKind, Message, Op, Rank, Received, Tag};
 use rustc_hash::FxHashMap;
 
 use crate::global::InPlace;
@@ -274,11 +274,33 @@ impl Runtime {
         header: &[u8],
         body: &[u8],
     ) -> Result<(), CommError> {
+        self.send_large_header(dest, kind, header, body.len())?;
+        self.comm.send(dest, wire::DATA, body)?;
+        self.stats.sent(true, body.len());
+        Ok(())
+    }
+
+    /// Step 1 of the large-message protocol, once the body is known to be
+    /// sendable: a header whose body cannot follow would leave `dest`
+    /// waiting for it.
+    fn send_large_header(
+        &mut self,
+        dest: Rank,
+        kind: Tag,
+        header: &[u8],
+        body_len: usize,
+    ) -> Result<(), CommError> {
+        let max = self.comm.max_message_len();
+        if body_len > max {
+            return Err(CommError::new(
+                Some(self.rank),
+                Op::Send(dest),
+                ErrorKind::MessageTooLarge { len: body_len, max },
+            ));
+        }
         self.flush(dest)?;
         self.comm.send(dest, kind | wire::LARGE, header)?;
         self.stats.sent(true, header.len());
-        self.comm.send(dest, wire::DATA, body)?;
-        self.stats.sent(true, body.len());
         Ok(())
     }
 
@@ -292,9 +314,7 @@ impl Runtime {
         body: Vec<u8>,
     ) -> Result<(), CommError> {
         if body.len() > self.eager_limit && dest != self.rank {
-            self.flush(dest)?;
-            self.comm.send(dest, kind | wire::LARGE, header)?;
-            self.stats.sent(true, header.len());
+            self.send_large_header(dest, kind, header, body.len())?;
             self.stats.sent(false, body.len());
             let h = self.comm.nsend(dest, wire::DATA, body)?;
             // Completion is checked later; TCP and MPI keep the buffer.
@@ -442,6 +462,13 @@ impl Runtime {
             Err(e) => self.comm_failed(e),
         };
         if tag != wire::DATA {
+            if let Ok(Some(Received::Owned(m))) = got {
+                if m.tag == wire::ABORT && m.data.len() >= 4 {
+                    // The sender failed between header and body: say why.
+                    let (code, why) = m.data.split_at(4);
+                    self.aborted(Fields(code).i32(), why);
+                }
+            }
             self.fail(
                 &format!("malformed message from rank {src}: a large message's body has tag {tag}"),
                 FAILURE_CODE,
@@ -519,21 +546,23 @@ impl Runtime {
                 self.exit_code = Some(code);
             }
             wire::EXIT_ACK => self.exit_acks += 1,
-            wire::ABORT => {
-                let code = f.i32();
-                report_line(&format!(
-                    "mttl: rank {}: stopping because {}",
-                    self.rank,
-                    String::from_utf8_lossy(&body)
-                ));
-                watchdog::report_waits(self.rank, "gave up waiting for");
-                std::process::exit(if code == 0 { FAILURE_CODE } else { code });
-            }
+            wire::ABORT => self.aborted(f.i32(), &body),
             _ => self.fail(
                 &format!("malformed message from rank {src}: kind {kind} is not expected now"),
                 FAILURE_CODE,
             ),
         }
+    }
+
+    /// Another rank failed and sent `ABORT` with `code` and `why`.
+    fn aborted(&self, code: i32, why: &[u8]) -> ! {
+        report_line(&format!(
+            "mttl: rank {}: stopping because {}",
+            self.rank,
+            String::from_utf8_lossy(why)
+        ));
+        watchdog::report_waits(self.rank, "gave up waiting for");
+        std::process::exit(if code == 0 { FAILURE_CODE } else { code });
     }
 
     fn done(&self) -> bool {

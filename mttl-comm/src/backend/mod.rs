@@ -118,7 +118,7 @@ impl Comm for AnyComm {
         source: Rank,
         timeout: Option<Duration>,
         buf: &mut [u8],
-        accept: &dyn Fn(usize) -> bool,
+        accept: &dyn Fn(&Envelope) -> bool,
     ) -> Result<Option<Received>, CommError> {
         dispatch!(self, c => c.recv_from_into(source, timeout, buf, accept))
     }

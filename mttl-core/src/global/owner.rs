@@ -167,7 +167,9 @@ pub(crate) fn receive_write_in_place(
     let (room, elem) = (buf.byte_len() - off, buf.elem_size());
     let comm = &mut rt.comm;
     let got = buf.with_bytes_mut(off, room, |target| {
-        comm.recv_from_into(src, Some(BODY_TIMEOUT), target, &|len| len % elem == 0)
+        comm.recv_from_into(src, Some(BODY_TIMEOUT), target, &|e| {
+            e.tag == wire::DATA && e.len % elem == 0
+        })
     });
     match got {
         None => InPlace::NotTried,
