@@ -10,8 +10,6 @@
 //! per byte of body, at least 1 MiB, at most 1 GiB) must be refused before
 //! anything is allocated for it.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::time::Duration;
@@ -27,91 +25,20 @@ const MIN_CLAIM: usize = 1 << 20;
 /// two, plus a control byte each); everything else reserves its claim.
 const ALLOCATION_BOUND: usize = 3 * MIN_CLAIM;
 
-// ---------------------------------------------------------------------------
-// The largest allocation a piece of code asks for.
+#[path = "../../tests/decoder_support/mod.rs"]
+mod decoder_support;
 
-/// The system allocator, noting the largest request made by a thread that
-/// is measuring (see [`largest_allocation`]).
-struct Measuring;
-
-thread_local! {
-    static MEASURING: Cell<bool> = const { Cell::new(false) };
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(size: usize) {
-    // `try_with`: the allocator also runs while thread-locals are torn down.
-    let _ = MEASURING.try_with(|m| {
-        if m.get() {
-            let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
-        }
-    });
-}
-
-// SAFETY: every call is passed straight to the system allocator; the
-// bookkeeping touches only const-initialised thread-locals, which neither
-// allocate nor call back into the allocator.
-unsafe impl GlobalAlloc for Measuring {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: the caller's contract is `GlobalAlloc::alloc`'s.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        // SAFETY: as for `alloc`; `ptr` and `layout` come from this allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` and `layout` come from this allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Measuring = Measuring;
-
-/// Runs `f` and returns its result with the largest single allocation it
-/// asked for on this thread.
-fn largest_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    LARGEST.with(|l| l.set(0));
-    MEASURING.with(|m| m.set(true));
-    let r = f();
-    MEASURING.with(|m| m.set(false));
-    (r, LARGEST.with(Cell::get))
-}
+use decoder_support::{largest_allocation, Rng};
 
 // ---------------------------------------------------------------------------
 // Deterministic random input.
 
-/// xorshift64*: small, seeded, the same sequence on every machine.
-struct Rng(u64);
+/// What this file draws from the shared generator.
+trait Draw {
+    fn bytes(&mut self, n: usize) -> Vec<u8>;
+}
 
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
+impl Draw for Rng {
     /// Random bytes, biased towards what bincode's varints and tags use.
     fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n)
