@@ -3,34 +3,49 @@
 //!
 //! # Algorithm
 //!
-//! Every mttl message is one MPI message on `MPI_COMM_WORLD`: the payload as
-//! `MPI_UINT8_T`, the mttl tag as the MPI tag. Receives always match any tag,
-//! so MPI's non-overtaking rule gives the contract's per-sender order. Around
-//! that sits a little local state:
+//! mttl messages travel on two private duplicates of `MPI_COMM_WORLD`, the
+//! payload as `MPI_UINT8_T`, the mttl tag as the MPI tag:
 //!
-//! - the **inbox** (`inbox.rs`): messages already taken out of MPI, in arrival
-//!   order: drained while this rank waited for something else
-//!   (`progress.rs`), or sent to itself. Probes and receives serve it first;
-//! - the **peeked envelope**: what the last `probe` found in MPI, so the
-//!   receive that follows takes exactly that message without probing again;
+//! - the **small channel** carries every message of at most
+//!   [`SMALL_MAX`] bytes whole, and, for each larger one,
+//!   a **marker**: its length, under its tag plus the marker bit (`max_tag +
+//!   1`, so 32768 on any MPI whose `MPI_TAG_UB` allows);
+//! - the **large channel** carries the payloads the markers announce.
+//!
+//! This rank always has one `MPI_Irecv(ANY_SOURCE, ANY_TAG)` posted on the
+//! small channel (`posted.rs`): MPI matches a message against it as it
+//! arrives, and polling is one `MPI_Test`. (Probing for an unknown message
+//! with `MPI_Iprobe` and then receiving it costs about 0.1 µs more per small
+//! round trip, and each empty `MPI_Iprobe` more than an `MPI_Test`.) A marker
+//! at once posts the `MPI_Irecv` of its payload, from its sender, into a
+//! `Vec` of the announced length. Markers and small messages of one sender
+//! share a channel, and its payloads are received in marker order, so MPI's
+//! non-overtaking rule gives the contract's per-sender order. Around that
+//! sits a little local state:
+//!
+//! - the **inbox** (`inbox.rs`): messages already taken out of MPI (and large
+//!   ones whose payload is arriving), in arrival order: taken while this rank
+//!   waited for something else or probed (`progress.rs`), or sent to itself.
+//!   Probes and receives serve it first;
 //! - the **in-flight sends** (`sends.rs`): per destination, the requests and
 //!   owned buffers of `nsend`s not yet seen complete.
 //!
 //! | primitive   | MPI                                                                    |
 //! |-------------|------------------------------------------------------------------------|
-//! | `init`      | `MPI_Init_thread(FUNNELED)`, `Comm_rank/size`, errors set to return    |
-//! | `finish`    | `MPI_Test` every in-flight send (draining meanwhile), `MPI_Finalize`   |
-//! | `probe`     | inbox, else `MPI_Iprobe(ANY_SOURCE, ANY_TAG)`                          |
-//! | `send`      | `MPI_Send` up to [`EAGER_MAX`] bytes, else `MPI_Isend` + `MPI_Test`    |
-//! | `nsend`     | `MPI_Isend` owning the buffer                                          |
+//! | `init`      | `MPI_Init_thread(FUNNELED)`, `Comm_rank/size`, `Comm_dup` ×2, errors set to return |
+//! | `finish`    | `MPI_Test` every in-flight send and payload receive (draining meanwhile), `MPI_Cancel` the posted receive, `MPI_Finalize` |
+//! | `probe`     | inbox, else `MPI_Test` of the posted receive                           |
+//! | `send`      | `MPI_Send` up to [`EAGER_MAX`] bytes, else (marker and) `MPI_Isend` + `MPI_Test` |
+//! | `nsend`     | (marker and) `MPI_Isend` owning the buffer                             |
 //! | `send_done` | `MPI_Test` (and one drain while in flight)                             |
-//! | `recv_from` | inbox, else `MPI_Iprobe(src, ANY_TAG)` loop, `MPI_Recv(src, tag)`      |
-//! | `recv_any`  | inbox, else `MPI_Iprobe(ANY_SOURCE, ANY_TAG)` loop, `MPI_Recv`         |
+//! | `recv_from` | inbox, else `MPI_Test` loop on the posted receive                      |
+//! | `recv_any`  | inbox, else `MPI_Test` loop on the posted receive                      |
 //!
-//! A drain is `MPI_Iprobe(ANY_SOURCE, ANY_TAG)` and, if a message waits,
-//! `MPI_Recv` of it into the inbox. Every primitive that waits drains (see
-//! `progress.rs`), so a large message, which MPI moves only once it is
-//! matched, never waits on a rank that is busy waiting for something else.
+//! A drain is one `MPI_Test` of the posted receive and, if it got a message,
+//! filing it into the inbox (re-posting at the next poll). Every primitive
+//! that waits drains (see `progress.rs`), so a large message, which MPI moves
+//! only once it is matched, never waits on a rank that is busy waiting for
+//! something else.
 //!
 //! ## `send`, step by step
 //!
@@ -39,42 +54,50 @@
 //! 2. Up to [`EAGER_MAX`] bytes: `MPI_Send`. Every MPI sends such messages
 //!    eagerly: the call needs the receiver's progress at most, never its
 //!    matching receive, so two ranks sending to each other cannot deadlock.
-//! 3. Larger: `MPI_Isend`, then until `MPI_Test` reports it complete, drain
-//!    one message or back off (`wait.rs`; the spin is stretched by the time
-//!    the copy should take). Two ranks sending large messages to each other
-//!    both drain, so both sends complete.
+//! 3. Larger: over [`SMALL_MAX`], first the marker
+//!    (`MPI_Send`, eager). Then `MPI_Isend`, and until `MPI_Test` reports it
+//!    complete, drain or back off (`wait.rs`; the spin is stretched by the
+//!    time the copy should take). Two ranks sending large messages to each
+//!    other both drain, so both sends complete.
 //!
 //! ## Receive, step by step
 //!
-//! 1. `recv_any` takes the inbox's oldest message (and drains one more
-//!    behind it, so a busy inbox cannot starve MPI); `recv_from` takes the
-//!    oldest one from its source.
-//! 2. Otherwise poll: the peeked envelope if it fits, else `MPI_Iprobe`
-//!    (`recv_from` also drains other senders every few polls). Spin for
-//!    `MTTL_SPIN_US` (by default at least twice what a nap really takes, see
-//!    `wait.rs`), then park in growing naps until a message or the timeout.
-//! 3. `MPI_Recv(probed source, probed tag)` into a `Vec` of the probed size:
-//!    being the first message from that source, it is the probed one.
+//! 1. Take the oldest inbox entry for this receive (`recv_any`: the oldest,
+//!    after draining one more behind it, so a busy inbox cannot starve MPI;
+//!    `recv_from`: the oldest from its source); if its payload is still
+//!    arriving, keep testing it (draining meanwhile).
+//! 2. Otherwise poll the posted receive (posting it first if the last one
+//!    completed). A message for this receive is returned at once; anything
+//!    else is filed into the inbox. Spin for `MTTL_SPIN_US` (by default at
+//!    least twice what a nap really takes, see `wait.rs`), then park in
+//!    growing naps until a message or the timeout.
+//! 3. A message of at most 4 KiB is copied out of the posted buffer into a
+//!    `Vec` of its size; a larger one keeps the buffer (shrunk to fit) and a
+//!    new one is posted next time.
 //!
 //! ## `finish`, step by step
 //!
-//! 1. Test every in-flight send, draining meanwhile (a peer may be waiting
-//!    for this rank to take its large message before it takes ours), until
-//!    none is in flight.
-//! 2. Drop the rsmpi `Universe`: `MPI_Finalize`.
+//! 1. Test every in-flight send and every payload receive, draining
+//!    meanwhile (a peer may be waiting for this rank to take its large
+//!    message before it takes ours), until none is in flight.
+//! 2. Cancel the posted receive; if a marker had matched it first, receive
+//!    that payload too (its sender waits for it).
+//! 3. Drop the rsmpi `Universe`: `MPI_Finalize`.
 //!
 //! Dropping an `MpiComm` without `finish` (an early return, a panic) does
 //! not finalise MPI: `MPI_Finalize` waits for every rank, which may be waiting
 //! for this one. The process exits unfinalised, the launcher sees it fail and
-//! ends the job, and buffers of sends still in flight are leaked, never freed
-//! under MPI.
+//! ends the job, and buffers of sends and receives still in flight are
+//! leaked, never freed under MPI.
 //!
 //! # Limits
 //!
-//! - Tags are `0..=32767`, the range every MPI promises (`MPI_TAG_UB`).
+//! - Tags are `0..=32767`, the range every MPI promises (`MPI_TAG_UB`), when
+//!   `MPI_TAG_UB` leaves room for the marker bit above them (Open MPI and
+//!   MPICH do, by far); on an MPI with fewer tags, the lower half of them.
 //! - Messages are at most `min(MTTL_MAX_MESSAGE, i32::MAX)` bytes (MPI counts
 //!   are `int`).
-//! - MPI errors on the world communicator are returned (`MPI_ERRORS_RETURN`)
+//! - MPI errors on the backend's communicators are returned (`MPI_ERRORS_RETURN`)
 //!   and reported as [`ErrorKind::Mpi`] with the rank and the primitive.
 //! - A rank that dies makes the launcher end the whole job; MPI gives no
 //!   notice of a peer that finished normally, so a receive from it waits
@@ -86,6 +109,7 @@
 
 mod inbox;
 mod launcher;
+mod posted;
 mod progress;
 mod raw;
 mod sends;
@@ -100,7 +124,8 @@ use mpi::environment::{Threading, Universe};
 
 use self::inbox::Inbox;
 use self::launcher::LauncherVars;
-use self::raw::{MpiCode, Probed, World, MAX_TAG};
+use self::posted::Posted;
+use self::raw::{Channel, MpiCode, World, MIN_TAG_UB};
 use self::sends::{PendingSends, SendState};
 use crate::comm::{Comm, Envelope, Message, Rank, SendHandle, Tag};
 use crate::env;
@@ -115,6 +140,13 @@ use crate::error::{CommError, ErrorKind, Op};
 /// about 4040 payload bytes (measured with Open MPI 4.1.4); TCP, InfiniBand
 /// and MPICH's transports allow more.
 pub const EAGER_MAX: usize = 4000;
+
+/// The largest message sent whole on the small channel, and so the size of
+/// the pre-posted buffer. Larger ones pay for a marker (one more small MPI
+/// message, about a quarter of a microsecond here), which is under 1% of the
+/// transfer time from a few hundred KiB up; smaller ones are handed over in
+/// the buffer they arrived in.
+pub const SMALL_MAX: usize = 64 << 10;
 
 /// Why a second `init` in one process fails.
 const ALREADY_INITIALISED: &str = "MPI is already initialised in this process; the MPI backend \
@@ -132,8 +164,12 @@ pub struct MpiComm {
     max_message: usize,
     spin: Duration,
     inbox: Inbox,
-    peeked: Option<Probed>,
+    posted: Posted,
     sends: PendingSends,
+    /// The largest tag the caller may use.
+    max_tag: c_int,
+    /// Added to a tag, marks a marker (see `posted.rs`): `max_tag + 1`.
+    marker_bit: c_int,
     /// Present until `finish` (or drop) ends the job; dropping it calls
     /// `MPI_Finalize`.
     universe: Option<Universe>,
@@ -150,7 +186,7 @@ impl fmt::Debug for MpiComm {
             .field("max_message", &self.max_message)
             .field("spin", &self.spin)
             .field("inbox", &self.inbox.len())
-            .field("peeked", &self.peeked)
+            .field("posted", &self.posted)
             .field("sends_in_flight", &self.sends.len())
             .field("finished", &self.universe.is_none())
             .finish()
@@ -198,7 +234,7 @@ impl MpiComm {
         len: usize,
     ) -> Result<(c_int, c_int, c_int), CommError> {
         let dest = self.check_rank(op, dest)?;
-        if tag > MAX_TAG as Tag {
+        if tag > self.max_tag as Tag {
             return Err(self.tag_error(op, tag));
         }
         if len > self.max_message {
@@ -210,7 +246,7 @@ impl MpiComm {
                 },
             ));
         }
-        // `tag <= MAX_TAG` and `len <= max_message <= i32::MAX`: both fit.
+        // `tag <= max_tag` and `len <= max_message <= i32::MAX`: both fit.
         Ok((dest, tag as c_int, len as c_int))
     }
 
@@ -219,8 +255,9 @@ impl MpiComm {
         self.error(
             op,
             ErrorKind::Mpi(format!(
-                "tag {tag} is above {MAX_TAG}, the largest tag every MPI implementation \
-                 carries (MPI_TAG_UB); use tags 0..={MAX_TAG} with the MPI backend"
+                "tag {tag} is above {max}, the largest tag the MPI backend carries (half of \
+                 MPI_TAG_UB, at most {MIN_TAG_UB}); use tags 0..={max} with the MPI backend",
+                max = self.max_tag
             )),
         )
     }
@@ -266,6 +303,12 @@ impl Comm for MpiComm {
         launcher_vars
             .check(size)
             .map_err(|why| init_error(Some(rank), ErrorKind::Environment(why)))?;
+        let tag_ub = world
+            .tag_ub()
+            .map_err(|code| init_error(Some(rank), ErrorKind::Mpi(code.describe())))?;
+        // Tags up to 32767 (what every MPI carries) when markers fit above
+        // them; on an MPI with fewer tags, the lower half for each.
+        let max_tag = MIN_TAG_UB.min(tag_ub / 2);
         tracing::debug!(rank, size, "MPI backend up");
         Ok(MpiComm {
             world,
@@ -274,8 +317,10 @@ impl Comm for MpiComm {
             max_message,
             spin,
             inbox: Inbox::default(),
-            peeked: None,
+            posted: Posted::new(max_tag + 1),
             sends: PendingSends::new(size),
+            max_tag,
+            marker_bit: max_tag + 1,
             universe: Some(universe),
             _funneled: PhantomData,
         })
@@ -298,7 +343,7 @@ impl Comm for MpiComm {
     }
 
     fn finish(mut self) -> Result<(), CommError> {
-        if let Err(error) = self.complete_sends() {
+        if let Err(error) = self.complete_all() {
             self.abandon();
             return Err(error);
         }
@@ -312,22 +357,10 @@ impl Comm for MpiComm {
         if let Some(envelope) = self.inbox.front() {
             return Ok(Some(envelope));
         }
-        let probed = match self.peeked {
-            Some(peeked) => peeked,
-            None => match self.world.iprobe(None) {
-                Ok(Some(probed)) => {
-                    self.peeked = Some(probed);
-                    probed
-                }
-                Ok(None) => return Ok(None),
-                Err(code) => return Err(self.mpi_error(Op::Probe, code)),
-            },
-        };
-        Ok(Some(Envelope {
-            source: probed.source as Rank,
-            tag: probed.tag as Tag,
-            len: probed.len as usize,
-        }))
+        if self.drain_one(Op::Probe)? {
+            return Ok(self.inbox.front());
+        }
+        Ok(None)
     }
 
     #[inline]
@@ -345,7 +378,7 @@ impl Comm for MpiComm {
         if data.len() <= EAGER_MAX {
             return self
                 .world
-                .send(mpi_dest, mpi_tag, data)
+                .send(Channel::Small, mpi_dest, mpi_tag, data)
                 .map_err(|code| self.mpi_error(op, code));
         }
         self.send_large(op, mpi_dest, mpi_tag, len, data)
@@ -368,9 +401,12 @@ impl Comm for MpiComm {
         self.sends
             .reap(&world, dest, REAP_PER_NSEND)
             .map_err(|code| self.mpi_error(op, code))?;
+        let channel = self
+            .announce(mpi_dest, mpi_tag, data.len())
+            .map_err(|code| self.mpi_error(op, code))?;
         let seq = self
             .sends
-            .start(&world, dest, mpi_dest, mpi_tag, len, data)
+            .start(&world, channel, dest, mpi_dest, mpi_tag, len, data)
             .map_err(|code| self.mpi_error(op, code))?;
         Ok(SendHandle { dest, seq })
     }
@@ -407,11 +443,8 @@ impl Comm for MpiComm {
         timeout: Option<Duration>,
     ) -> Result<Option<Message>, CommError> {
         let op = Op::RecvFrom(source);
-        let mpi_source = self.check_rank(op, source)?;
-        if let Some(message) = self.inbox.pop_from(source) {
-            return Ok(Some(message));
-        }
-        self.wait_mpi(op, Some(mpi_source), timeout)
+        self.check_rank(op, source)?;
+        self.wait_message(op, Some(source), timeout)
     }
 
     #[inline]
@@ -420,9 +453,8 @@ impl Comm for MpiComm {
             // Drain one more message behind the oldest, so a busy inbox
             // cannot starve MPI; before taking it, so an error loses nothing.
             self.drain_one(Op::RecvAny)?;
-            return Ok(self.inbox.pop());
         }
-        self.wait_mpi(Op::RecvAny, None, timeout)
+        self.wait_message(Op::RecvAny, None, timeout)
     }
 }
 

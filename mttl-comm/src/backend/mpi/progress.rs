@@ -1,5 +1,5 @@
-//! Progress: polling MPI, draining incoming messages into the inbox, and the
-//! blocking waits built on them.
+//! Progress: polling the pre-posted receive, filing what it gets into the
+//! inbox, and the blocking waits built on them.
 //!
 //! MPI buffers small messages by itself, but a large one (past the eager
 //! limit) moves only once the receiver matches it. A rank that waits for
@@ -7,78 +7,66 @@
 //! cycle: A's large send to B waits for B, B waits for a message from C, C
 //! waits for A. The contract's progress rule (every primitive makes progress
 //! in both directions) is kept by draining: whenever a primitive waits, it
-//! also receives what others sent into the inbox, in arrival order.
+//! also takes what others sent (the pre-posted receive matches anything on
+//! the small channel, and a marker at once posts the receive of its
+//! payload), into the inbox, in arrival order.
 //!
-//! | waiting in       | drains                                                     |
-//! |------------------|------------------------------------------------------------|
-//! | `recv_from(src)` | other senders' messages, every few polls (each once parked) |
-//! | `recv_any`       | nothing more: it takes whatever comes                      |
-//! | large `send`     | every few polls (each once parked), until the send is done |
-//! | `send_done`      | one message, when the send is still in flight              |
-//! | `finish`         | at every poll, until no send is in flight                  |
+//! | waiting in       | drains                                              |
+//! |------------------|-----------------------------------------------------|
+//! | `recv_from(src)` | other senders' messages, as they come               |
+//! | `recv_any`       | nothing more: it takes whatever comes               |
+//! | large `send`     | at every poll, until the send is done               |
+//! | `send_done`      | one message, when the send is still in flight       |
+//! | `finish`         | at every poll, until no send or receive is in flight |
 //!
-//! Receiving a drained message whose sender is not inside MPI at that moment
-//! can wait for the sender's next MPI call on transports where the sender
-//! pushes the data (TCP); with shared memory the receiver copies it alone.
+//! Polling the pre-posted receive is one `MPI_Test`, about as cheap as the
+//! poll for what a wait is for, so every poll drains.
 
 use std::ffi::c_int;
 use std::time::Duration;
 
-use super::raw::{MpiCode, Probed, Request};
+use super::inbox::Incoming;
+use super::posted::Arrival;
+use super::raw::{Channel, MpiCode, Request};
 use super::wait::{self, Backoff};
-use super::MpiComm;
-use crate::comm::{Message, Rank, Tag};
+use super::{MpiComm, SMALL_MAX};
+use crate::comm::{Message, Rank};
 use crate::error::{CommError, ErrorKind, Op};
 
-/// While spinning in `recv_from` or a large `send`, incoming messages are
-/// drained once per this many polls (a drain's probe costs about as much as
-/// the poll for what the wait is for, so draining at every poll would slow
-/// the fast path; once parked, every poll drains).
-const DRAIN_EVERY: u32 = 8;
-
 impl MpiComm {
-    /// The next message waiting in MPI from `source` (`None`: any source):
-    /// the peeked one if it fits, else whatever `MPI_Iprobe` finds. The
-    /// caller must receive what this returns.
+    /// Polls the pre-posted receive once (posting it first if needed).
     #[inline]
-    pub(super) fn poll_mpi(&mut self, source: Option<c_int>) -> Result<Option<Probed>, MpiCode> {
-        if let Some(peeked) = self.peeked {
-            if source.is_none_or(|s| s == peeked.source) {
-                self.peeked = None;
-                return Ok(Some(peeked));
+    pub(super) fn poll_posted(&mut self, op: Op) -> Result<Option<Arrival>, CommError> {
+        let world = self.world;
+        self.posted
+            .poll(&world)
+            .map_err(|code| self.mpi_error(op, code))
+    }
+
+    /// Files an arrival into the inbox; a marker posts its payload's
+    /// receive.
+    pub(super) fn file(&mut self, op: Op, arrival: Arrival) -> Result<(), CommError> {
+        match arrival {
+            Arrival::Message(message) => self.inbox.push(message),
+            Arrival::Marker { source, tag, len } => {
+                let incoming = Incoming::start(&self.world, source, tag, len)
+                    .map_err(|code| self.mpi_error(op, code))?;
+                self.inbox.push_arriving(incoming);
             }
         }
-        // A peeked message from another source stays valid: receiving from
-        // `source` does not take messages of other senders.
-        self.world.iprobe(source)
+        Ok(())
     }
 
-    /// Receives the probed message from MPI.
-    #[inline]
-    pub(super) fn take_mpi(&self, op: Op, probed: Probed) -> Result<Message, CommError> {
-        let data = self
-            .world
-            .recv(probed)
-            .map_err(|code| self.mpi_error(op, code))?;
-        Ok(Message {
-            // Ranks and tags MPI reports are non-negative `int`s.
-            source: probed.source as Rank,
-            tag: probed.tag as Tag,
-            data,
-        })
-    }
-
-    /// Moves one message waiting in MPI (if any) into the inbox; returns
+    /// Moves one message that has arrived (if any) into the inbox; returns
     /// whether there was one.
+    #[inline]
     pub(super) fn drain_one(&mut self, op: Op) -> Result<bool, CommError> {
-        match self.poll_mpi(None) {
-            Ok(Some(probed)) => {
-                let message = self.take_mpi(op, probed)?;
-                self.inbox.push(message);
+        match self.poll_posted(op)? {
+            Some(arrival) => {
+                self.file(op, arrival)?;
                 Ok(true)
             }
-            Ok(None) => Ok(false),
-            Err(code) => Err(self.mpi_error(op, code)),
+            None => Ok(false),
         }
     }
 
@@ -92,36 +80,45 @@ impl MpiComm {
         })
     }
 
-    /// Polls MPI for a message from `source` (`None`: any) until one comes
-    /// or `timeout` passes, spinning then parking; waiting for one source,
-    /// drains the others into the inbox.
-    pub(super) fn wait_mpi(
+    /// Waits for the next message from `source` (`None`: from anyone),
+    /// from the inbox or from MPI, until `timeout` passes, spinning then
+    /// parking; waiting for one source, files the others' into the inbox.
+    pub(super) fn wait_message(
         &mut self,
         op: Op,
-        source: Option<c_int>,
+        source: Option<Rank>,
         timeout: Option<Duration>,
     ) -> Result<Option<Message>, CommError> {
+        let world = self.world;
         let mut backoff = Backoff::new(self.spin, timeout);
-        let mut polls: u32 = 0;
         loop {
-            match self.poll_mpi(source) {
-                Ok(Some(probed)) => return self.take_mpi(op, probed).map(Some),
-                Ok(None) => {}
-                Err(code) => return Err(self.mpi_error(op, code)),
-            }
-            polls = polls.wrapping_add(1);
-            if let Some(awaited) = source {
-                if (backoff.parked() || polls % DRAIN_EVERY == 0) && self.drain_one(op)? {
-                    // The drained message may be the awaited one, arrived
-                    // between the two probes.
-                    if let Some(message) = self.inbox.pop_from(awaited as Rank) {
+            let arrival = if let Some(at) = self.inbox.position(source) {
+                // The oldest message for this wait is here already; its
+                // payload may still be arriving.
+                match self.inbox.take(&world, at) {
+                    Ok(Some(message)) => return Ok(Some(message)),
+                    Ok(None) => {}
+                    Err(code) => return Err(self.mpi_error(op, code)),
+                }
+                self.poll_posted(op)?
+            } else {
+                match self.poll_posted(op)? {
+                    Some(Arrival::Message(message))
+                        if source.is_none_or(|s| s == message.source) =>
+                    {
                         return Ok(Some(message));
                     }
-                    if !backoff.progressed() {
-                        return Ok(None);
-                    }
-                    continue;
+                    other => other,
                 }
+            };
+            if let Some(arrival) = arrival {
+                // Another sender's message, or a marker (perhaps for this
+                // wait: the next round takes it from the inbox).
+                self.file(op, arrival)?;
+                if !backoff.progressed() {
+                    return Ok(None);
+                }
+                continue;
             }
             if backoff.parked() {
                 self.reap_all(op)?;
@@ -132,8 +129,9 @@ impl MpiComm {
         }
     }
 
-    /// Step 3 of `send`: `MPI_Isend` of the borrowed `data`, draining
-    /// incoming messages into the inbox until `MPI_Test` reports it done.
+    /// Step 3 of `send`: `MPI_Isend` of the borrowed `data` (announced by a
+    /// marker if it is larger than [`SMALL_MAX`]), draining incoming
+    /// messages into the inbox until `MPI_Test` reports it done.
     pub(super) fn send_large(
         &mut self,
         op: Op,
@@ -142,35 +140,34 @@ impl MpiComm {
         len: c_int,
         data: &[u8],
     ) -> Result<(), CommError> {
+        let channel = self
+            .announce(dest, tag, data.len())
+            .map_err(|code| self.mpi_error(op, code))?;
         // SAFETY: `data` is borrowed for this whole function, and the
         // function returns only once the send is over: `MPI_Test` reported it
         // complete, or reported an error, after which MPI has finished with
         // the request (it completed with that error).
-        let mut request = unsafe { self.world.isend(dest, tag, data.as_ptr(), len) }
+        let mut request = unsafe { self.world.isend(channel, dest, tag, data.as_ptr(), len) }
             .map_err(|code| self.mpi_error(op, code))?;
         // While the receiver copies the message this rank only waits for the
         // end, so it spins for about as long as the copy takes before parking
         // (a nap would delay the receiver's next step, e.g. its reply).
         let mut backoff = Backoff::new(self.spin + wait::transfer_time(data.len()), None);
-        let mut polls: u32 = 0;
         loop {
             match self.world.test(&mut request) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(code) => return Err(self.mpi_error(op, code)),
             }
-            polls = polls.wrapping_add(1);
-            if backoff.parked() || polls % DRAIN_EVERY == 0 {
-                match self.drain_one(op) {
-                    Ok(true) => {
-                        backoff.progressed();
-                        continue;
-                    }
-                    Ok(false) => {}
-                    Err(error) => {
-                        self.wait_without_draining(&mut request);
-                        return Err(error);
-                    }
+            match self.drain_one(op) {
+                Ok(true) => {
+                    backoff.progressed();
+                    continue;
+                }
+                Ok(false) => {}
+                Err(error) => {
+                    self.wait_without_draining(&mut request);
+                    return Err(error);
                 }
             }
             if backoff.parked() {
@@ -178,6 +175,19 @@ impl MpiComm {
             }
             backoff.idle();
         }
+    }
+
+    /// Sends the marker of a message of `len` bytes if it is too large for
+    /// the small channel; returns the channel its payload goes on.
+    #[inline]
+    pub(super) fn announce(&self, dest: c_int, tag: c_int, len: usize) -> Result<Channel, MpiCode> {
+        if len <= SMALL_MAX {
+            return Ok(Channel::Small);
+        }
+        let marker = (len as u64).to_le_bytes();
+        self.world
+            .send(Channel::Small, dest, tag + self.marker_bit, &marker)?;
+        Ok(Channel::Large)
     }
 
     /// Waits out a send whose buffer must not be released before it ends,
@@ -190,17 +200,44 @@ impl MpiComm {
         }
     }
 
-    /// Step 1 of `finish`: completes every in-flight send, draining incoming
-    /// messages into the inbox meanwhile.
-    pub(super) fn complete_sends(&mut self) -> Result<(), CommError> {
+    /// Step 1 of `finish`: completes every in-flight send and payload
+    /// receive, draining incoming messages into the inbox meanwhile; then
+    /// withdraws the pre-posted receive.
+    pub(super) fn complete_all(&mut self) -> Result<(), CommError> {
+        let op = Op::Finish;
+        let world = self.world;
         let mut backoff = Backoff::new(self.spin, None);
-        while !self.reap_all(Op::Finish)? {
-            if self.drain_one(Op::Finish)? {
+        loop {
+            let sends_done = self.reap_all(op)?;
+            let receives_done = self
+                .inbox
+                .complete_arrivals(&world)
+                .map_err(|code| self.mpi_error(op, code))?;
+            if sends_done && receives_done {
+                break;
+            }
+            if self.drain_one(op)? {
                 backoff.progressed();
             } else {
                 backoff.idle();
             }
         }
-        Ok(())
+        // A marker the withdrawn receive had already taken announces a
+        // payload its sender waits to hand over: receive it too.
+        match self.posted.withdraw(&world) {
+            Ok(None) => Ok(()),
+            Ok(Some(arrival)) => {
+                self.file(op, arrival)?;
+                while !self
+                    .inbox
+                    .complete_arrivals(&world)
+                    .map_err(|code| self.mpi_error(op, code))?
+                {
+                    backoff.idle();
+                }
+                Ok(())
+            }
+            Err(code) => Err(self.mpi_error(op, code)),
+        }
     }
 }

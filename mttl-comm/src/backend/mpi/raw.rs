@@ -1,22 +1,28 @@
 //! Checked calls into the MPI C library (`mpi::ffi`) on `MPI_COMM_WORLD`.
 //!
 //! The backend calls MPI through this file only. It bypasses rsmpi's safe
-//! point-to-point API for three reasons: a non-blocking send here owns its
-//! buffer and may outlive any Rust scope (rsmpi's `Request` panics when
-//! dropped unfinished); errors are returned, not fatal (the world
-//! communicator's error handler is set to `MPI_ERRORS_RETURN`); and a receive
-//! lands in a `Vec`'s uninitialised capacity, without zeroing it first.
+//! point-to-point API for three reasons: a non-blocking send or receive here
+//! owns its buffer and may outlive any Rust scope (rsmpi's `Request` panics
+//! when dropped unfinished); errors are returned, not fatal (the error
+//! handler is set to `MPI_ERRORS_RETURN`); and a receive lands in a `Vec`'s
+//! uninitialised capacity, without zeroing it first.
+//!
+//! The backend talks on two private duplicates of `MPI_COMM_WORLD` (so MPI
+//! traffic of the program itself can never match its receives, nor the
+//! reverse), one per [`Channel`].
 //!
 //! Invariants: a [`World`] exists only between `MPI_Init_thread` and
 //! `MPI_Finalize` (its owner, `MpiComm`, drops the rsmpi `Universe`, which
 //! finalises MPI, only after it stops using the `World`), and it is used from
 //! the thread that initialised MPI (`MpiComm` is `!Send`). Every buffer
-//! handed to `MPI_Isend` stays alive and unmodified until `MPI_Test` reports
-//! the send complete (see [`World::isend`]).
+//! handed to `MPI_Isend` or `MPI_Irecv` stays alive, and unmodified for a
+//! send, until a test reports the request complete (see [`World::isend`] and
+//! [`World::irecv`]).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::fmt;
 use std::mem::MaybeUninit;
+use std::ptr;
 
 use mpi::ffi;
 
@@ -25,13 +31,19 @@ const SUCCESS: c_int = 0;
 
 /// The largest tag every MPI implementation carries: the standard only
 /// promises `MPI_TAG_UB >= 32767`.
-pub(super) const MAX_TAG: c_int = 32767;
+pub(super) const MIN_TAG_UB: c_int = 32767;
 
 /// An error code returned by an MPI call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct MpiCode(c_int);
+pub(super) struct MpiCode(pub(super) c_int);
 
 impl MpiCode {
+    /// `MPI_ERR_OTHER`: for a message on the backend's channels that breaks
+    /// the backend's own protocol.
+    pub(super) fn other() -> MpiCode {
+        MpiCode(ffi::MPI_ERR_OTHER as c_int)
+    }
+
     /// MPI's own description of the code, e.g. `MPI_ERR_RANK: invalid rank`.
     pub(super) fn describe(self) -> String {
         let mut text = [0 as c_char; ffi::MPI_MAX_ERROR_STRING as usize + 1];
@@ -65,37 +77,50 @@ fn check(rc: c_int) -> Result<(), MpiCode> {
     }
 }
 
-/// The envelope of a message that `MPI_Iprobe` saw and that is still inside
-/// MPI, waiting to be received.
+/// Which of the backend's two communicators a message travels on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Probed {
-    /// The sender's rank in `MPI_COMM_WORLD`.
+pub(super) enum Channel {
+    /// Whole messages of at most `SMALL_MAX` bytes, and the markers that
+    /// announce larger ones: the channel the pre-posted receives listen on.
+    Small,
+    /// The payloads of larger messages, each received by an `MPI_Irecv`
+    /// posted when its marker arrives.
+    Large,
+}
+
+/// What a completed receive got: MPI's status, read out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Received {
+    /// The sender's rank in `MPI_COMM_WORLD` (the duplicates keep ranks).
     pub(super) source: c_int,
-    /// The message's tag.
+    /// The message's MPI tag.
     pub(super) tag: c_int,
     /// The message's length in bytes.
     pub(super) len: c_int,
 }
 
-/// A started `MPI_Isend`, not yet reported complete.
+/// A started `MPI_Isend` or `MPI_Irecv`, not yet reported complete.
 ///
 /// Dropping it forgets the request without freeing its buffer; the owner of
-/// the buffer must keep it until [`World::test`] answers `true`.
+/// the buffer must keep it until a test answers complete (or, for a
+/// receive, [`World::cancel`] returns).
 #[derive(Debug)]
 pub(super) struct Request(ffi::MPI_Request);
 
-/// Handles on `MPI_COMM_WORLD` and the byte datatype, read once at start-up.
+/// The backend's handles on MPI, read or made once at start-up.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct World {
-    comm: ffi::MPI_Comm,
+    small: ffi::MPI_Comm,
+    large: ffi::MPI_Comm,
     byte: ffi::MPI_Datatype,
     any_source: c_int,
     any_tag: c_int,
 }
 
 impl World {
-    /// Reads the world handles and makes MPI errors on the world
-    /// communicator return codes instead of aborting the job.
+    /// Makes MPI errors return codes instead of aborting the job, and
+    /// duplicates `MPI_COMM_WORLD` for the two channels. Collective: every
+    /// rank calls it during init.
     ///
     /// # Safety
     ///
@@ -106,18 +131,41 @@ impl World {
     pub(super) unsafe fn new() -> Result<World, MpiCode> {
         // SAFETY: these extern statics are constants defined by rsmpi's C
         // shim; reading them after MPI_Init is what they exist for.
-        let world = unsafe {
-            World {
-                comm: ffi::RSMPI_COMM_WORLD,
-                byte: ffi::RSMPI_UINT8_T,
-                any_source: ffi::RSMPI_ANY_SOURCE,
-                any_tag: ffi::RSMPI_ANY_TAG,
-            }
+        let (world, byte, any_source, any_tag, errors_return) = unsafe {
+            (
+                ffi::RSMPI_COMM_WORLD,
+                ffi::RSMPI_UINT8_T,
+                ffi::RSMPI_ANY_SOURCE,
+                ffi::RSMPI_ANY_TAG,
+                ffi::RSMPI_ERRORS_RETURN,
+            )
         };
         // SAFETY: MPI is initialised (caller's contract); both handles are
         // the library's predefined ones.
-        check(unsafe { ffi::MPI_Comm_set_errhandler(world.comm, ffi::RSMPI_ERRORS_RETURN) })?;
-        Ok(world)
+        check(unsafe { ffi::MPI_Comm_set_errhandler(world, errors_return) })?;
+        let dup = || {
+            let mut comm = MaybeUninit::<ffi::MPI_Comm>::uninit();
+            // SAFETY: MPI is initialised; the out-pointer is valid. The
+            // duplicate inherits the error handler just set.
+            check(unsafe { ffi::MPI_Comm_dup(world, comm.as_mut_ptr()) })?;
+            // SAFETY: MPI_Comm_dup succeeded, so it wrote the handle.
+            Ok(unsafe { comm.assume_init() })
+        };
+        Ok(World {
+            small: dup()?,
+            large: dup()?,
+            byte,
+            any_source,
+            any_tag,
+        })
+    }
+
+    #[inline(always)]
+    fn comm(&self, channel: Channel) -> ffi::MPI_Comm {
+        match channel {
+            Channel::Small => self.small,
+            Channel::Large => self.large,
+        }
     }
 
     /// This process's rank and the job's size: `MPI_Comm_rank`, `MPI_Comm_size`.
@@ -125,15 +173,45 @@ impl World {
         let (mut rank, mut size): (c_int, c_int) = (0, 0);
         // SAFETY: MPI is initialised (`World` invariant); the out-pointers
         // are valid locals.
-        check(unsafe { ffi::MPI_Comm_rank(self.comm, &mut rank) })?;
+        check(unsafe { ffi::MPI_Comm_rank(self.small, &mut rank) })?;
         // SAFETY: as above.
-        check(unsafe { ffi::MPI_Comm_size(self.comm, &mut size) })?;
+        check(unsafe { ffi::MPI_Comm_size(self.small, &mut size) })?;
         Ok((rank, size))
     }
 
-    /// `MPI_Send`: returns when `data` may be reused.
+    /// The largest tag this MPI carries (the `MPI_TAG_UB` attribute; the
+    /// standard promises at least 32767).
+    pub(super) fn tag_ub(&self) -> Result<c_int, MpiCode> {
+        let mut value: *mut c_int = ptr::null_mut();
+        let mut flag: c_int = 0;
+        // SAFETY: MPI is initialised; for a predefined attribute such as
+        // MPI_TAG_UB, MPI stores a pointer to an `int` it owns into the
+        // out-pointer, which is a valid local of pointer size.
+        check(unsafe {
+            ffi::MPI_Comm_get_attr(
+                self.small,
+                ffi::MPI_TAG_UB as c_int,
+                (&mut value as *mut *mut c_int).cast::<c_void>(),
+                &mut flag,
+            )
+        })?;
+        if flag == 0 || value.is_null() {
+            return Ok(MIN_TAG_UB);
+        }
+        // SAFETY: the attribute is set, so `value` points to MPI's `int`,
+        // valid while MPI is initialised.
+        Ok(unsafe { *value }.max(MIN_TAG_UB))
+    }
+
+    /// `MPI_Send` on `channel`: returns when `data` may be reused.
     #[inline]
-    pub(super) fn send(&self, dest: c_int, tag: c_int, data: &[u8]) -> Result<(), MpiCode> {
+    pub(super) fn send(
+        &self,
+        channel: Channel,
+        dest: c_int,
+        tag: c_int,
+        data: &[u8],
+    ) -> Result<(), MpiCode> {
         let len = c_int::try_from(data.len()).map_err(|_| MpiCode(ffi::MPI_ERR_COUNT as c_int))?;
         // SAFETY: `data` is valid for reads of `len` bytes for the whole
         // call, which is blocking: MPI does not keep the pointer after it
@@ -145,12 +223,12 @@ impl World {
                 self.byte,
                 dest,
                 tag,
-                self.comm,
+                self.comm(channel),
             )
         })
     }
 
-    /// `MPI_Isend`: starts sending `len` bytes at `data`.
+    /// `MPI_Isend` on `channel`: starts sending `len` bytes at `data`.
     ///
     /// # Safety
     ///
@@ -160,6 +238,7 @@ impl World {
     #[inline]
     pub(super) unsafe fn isend(
         &self,
+        channel: Channel,
         dest: c_int,
         tag: c_int,
         data: *const u8,
@@ -175,7 +254,7 @@ impl World {
                 self.byte,
                 dest,
                 tag,
-                self.comm,
+                self.comm(channel),
                 request.as_mut_ptr(),
             )
         })?;
@@ -183,8 +262,8 @@ impl World {
         Ok(Request(unsafe { request.assume_init() }))
     }
 
-    /// `MPI_Test`: has the send behind `request` completed? Once it answers
-    /// `true`, MPI has released the request and the send's buffer.
+    /// `MPI_Test` on a send: has it completed? Once it answers `true`, MPI
+    /// has released the request and the send's buffer.
     #[inline]
     pub(super) fn test(&self, request: &mut Request) -> Result<bool, MpiCode> {
         let mut flag: c_int = 0;
@@ -195,72 +274,93 @@ impl World {
         Ok(flag != 0)
     }
 
-    /// `MPI_Iprobe(source or ANY_SOURCE, ANY_TAG)`: the envelope of the next
-    /// message waiting in MPI, if any. Never blocks; drives MPI's progress.
+    /// `MPI_Irecv` on `channel` from `source` (`None`: any) with `tag`
+    /// (`None`: any) of at most `capacity` bytes into `buf`. Never blocks.
+    ///
+    /// # Safety
+    ///
+    /// `buf` must be valid for writes of `capacity` bytes, and neither freed
+    /// nor otherwise accessed, until [`test_recv`](World::test_recv) on the
+    /// returned request answers `Some` or [`cancel`](World::cancel) returns
+    /// (or the process exits).
     #[inline]
-    pub(super) fn iprobe(&self, source: Option<c_int>) -> Result<Option<Probed>, MpiCode> {
-        let source = source.unwrap_or(self.any_source);
-        let mut flag: c_int = 0;
-        let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
-        // SAFETY: the out-pointers are valid locals; MPI is initialised
-        // (`World` invariant).
+    pub(super) unsafe fn irecv(
+        &self,
+        channel: Channel,
+        source: Option<c_int>,
+        tag: Option<c_int>,
+        buf: *mut u8,
+        capacity: c_int,
+    ) -> Result<Request, MpiCode> {
+        let mut request = MaybeUninit::<ffi::MPI_Request>::uninit();
+        // SAFETY: the buffer outlives the request and nothing else touches
+        // it meanwhile (caller's contract); MPI writes at most `capacity`
+        // bytes (a longer message is an MPI_ERR_TRUNCATE error, not an
+        // overrun). MPI is initialised (`World` invariant).
         check(unsafe {
-            ffi::MPI_Iprobe(
-                source,
-                self.any_tag,
-                self.comm,
-                &mut flag,
-                status.as_mut_ptr(),
+            ffi::MPI_Irecv(
+                buf.cast::<c_void>(),
+                capacity,
+                self.byte,
+                source.unwrap_or(self.any_source),
+                tag.unwrap_or(self.any_tag),
+                self.comm(channel),
+                request.as_mut_ptr(),
             )
         })?;
+        // SAFETY: MPI_Irecv succeeded, so it wrote the request handle.
+        Ok(Request(unsafe { request.assume_init() }))
+    }
+
+    /// `MPI_Test` on a receive: the message's envelope once it has arrived
+    /// whole, after which MPI has released the request and the buffer.
+    #[inline]
+    pub(super) fn test_recv(&self, request: &mut Request) -> Result<Option<Received>, MpiCode> {
+        let mut flag: c_int = 0;
+        let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
+        // SAFETY: `request.0` is a handle MPI_Irecv returned that was not
+        // completed yet (see `test`); the out-pointers are valid locals.
+        check(unsafe { ffi::MPI_Test(&mut request.0, &mut flag, status.as_mut_ptr()) })?;
         if flag == 0 {
             return Ok(None);
         }
-        // SAFETY: the probe matched a message, so MPI filled in the status.
+        // SAFETY: the receive completed, so MPI filled in the status.
         let status = unsafe { status.assume_init() };
-        Ok(Some(Probed {
+        Ok(Some(Received {
             source: status.MPI_SOURCE,
             tag: status.MPI_TAG,
             len: self.count(&status)?,
         }))
     }
 
-    /// `MPI_Recv(probed.source, probed.tag)` into a fresh `Vec` of the probed
-    /// length. `probed` must come from [`iprobe`](World::iprobe) with no MPI
-    /// receive from that source since, so the receive takes that very
-    /// message (MPI's non-overtaking rule).
-    #[inline]
-    pub(super) fn recv(&self, probed: Probed) -> Result<Vec<u8>, MpiCode> {
-        let capacity =
-            usize::try_from(probed.len).map_err(|_| MpiCode(ffi::MPI_ERR_COUNT as c_int))?;
-        let mut data = Vec::<u8>::with_capacity(capacity);
+    /// Withdraws a pre-posted receive: `MPI_Cancel`, then `MPI_Wait` until
+    /// MPI has let go of it. Returns what it received if a message matched it
+    /// before the cancellation took effect. Once this returns, MPI no longer
+    /// touches the receive's buffer.
+    pub(super) fn cancel(&self, mut request: Request) -> Result<Option<Received>, MpiCode> {
+        // SAFETY: `request.0` is an incomplete receive request (ownership of
+        // `request` proves it was never reported complete).
+        check(unsafe { ffi::MPI_Cancel(&mut request.0) })?;
         let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
-        // SAFETY: `data` has room for `probed.len` bytes and MPI writes at
-        // most that many (a longer message is an MPI_ERR_TRUNCATE error, not
-        // an overrun); the status out-pointer is valid; MPI is initialised.
-        check(unsafe {
-            ffi::MPI_Recv(
-                data.as_mut_ptr().cast::<c_void>(),
-                probed.len,
-                self.byte,
-                probed.source,
-                probed.tag,
-                self.comm,
-                status.as_mut_ptr(),
-            )
-        })?;
-        // SAFETY: MPI_Recv succeeded, so it filled in the status.
+        // SAFETY: as above; MPI_Wait completes the cancelled (or matched)
+        // request and fills in the status.
+        check(unsafe { ffi::MPI_Wait(&mut request.0, status.as_mut_ptr()) })?;
+        // SAFETY: MPI_Wait succeeded, so it filled in the status.
         let status = unsafe { status.assume_init() };
-        let received = usize::try_from(self.count(&status)?)
-            .unwrap_or(0)
-            .min(capacity);
-        // SAFETY: MPI wrote `received` bytes (at most the capacity) at the
-        // start of `data`'s buffer.
-        unsafe { data.set_len(received) };
-        Ok(data)
+        let mut cancelled: c_int = 0;
+        // SAFETY: `status` came from MPI_Wait; the out-pointer is valid.
+        check(unsafe { ffi::MPI_Test_cancelled(&status, &mut cancelled) })?;
+        if cancelled != 0 {
+            return Ok(None);
+        }
+        Ok(Some(Received {
+            source: status.MPI_SOURCE,
+            tag: status.MPI_TAG,
+            len: self.count(&status)?,
+        }))
     }
 
-    /// The byte count of a probed or received message: `MPI_Get_count`.
+    /// The byte count of a received message: `MPI_Get_count`.
     #[inline]
     fn count(&self, status: &ffi::MPI_Status) -> Result<c_int, MpiCode> {
         let mut count: c_int = 0;

@@ -18,7 +18,7 @@ use std::ffi::c_int;
 use std::fmt;
 use std::mem::ManuallyDrop;
 
-use super::raw::{MpiCode, Request, World};
+use super::raw::{Channel, MpiCode, Request, World};
 
 /// One started `MPI_Isend` and the buffer it reads.
 struct InFlight {
@@ -105,12 +105,15 @@ impl PendingSends {
         seq
     }
 
-    /// Starts `MPI_Isend` of `buf` to `dest` (an MPI rank equal to `dest`)
-    /// and keeps `buf` until the send completes. Returns its sequence number.
+    /// Starts `MPI_Isend` of `buf` on `channel` to `dest` (an MPI rank equal
+    /// to `dest`) and keeps `buf` until the send completes. Returns its
+    /// sequence number.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(super) fn start(
         &mut self,
         world: &World,
+        channel: Channel,
         dest: usize,
         mpi_dest: c_int,
         tag: c_int,
@@ -122,7 +125,7 @@ impl PendingSends {
         // never freed, until MPI_Test reports the send complete (module
         // invariant); moving the `Vec` does not move its heap buffer. If
         // MPI_Isend fails, no send was started and `buf` is freed below.
-        let started = unsafe { world.isend(mpi_dest, tag, buf.as_ptr(), len) };
+        let started = unsafe { world.isend(channel, mpi_dest, tag, buf.as_ptr(), len) };
         let request = match started {
             Ok(request) => request,
             Err(code) => {

@@ -1,0 +1,178 @@
+//! The pre-posted receive: one `MPI_Irecv(ANY_SOURCE, ANY_TAG)` on the small
+//! channel, always waiting for the next message.
+//!
+//! A receive posted before its message arrives is matched by MPI as the
+//! message comes in and filled straight from the transport; polling it is an
+//! `MPI_Test`, which costs little more than MPI's own progress loop. Probing
+//! for an unknown message instead (`MPI_Iprobe`, then `MPI_Recv` of what it
+//! found) makes MPI queue the message as unexpected, search that queue twice
+//! and copy the data once more: about 0.1 µs more per 8-byte round trip here,
+//! and each unsuccessful `MPI_Iprobe` costs several times a `MPI_Test`.
+//!
+//! A posted receive must be large enough for whatever matches it, so only
+//! messages of at most [`SMALL_MAX`] bytes travel whole on the small channel.
+//! A larger message is announced there by a *marker* (an 8-byte length under
+//! the message's tag plus the marker bit), and its payload follows on the
+//! large channel; the receiver posts an `MPI_Irecv` for the payload as soon
+//! as it sees the marker (see `inbox.rs`). Markers and small messages from
+//! one sender share one channel, so they keep their order; payloads from one
+//! sender are received in marker order, so each lands under its own marker.
+//!
+//! The receive is re-posted lazily, at the next poll, so a rank that has just
+//! received does not pay for posting again before it can answer.
+//!
+//! Invariant: while a receive is posted its buffer is neither read, written
+//! nor freed; it is released only once `MPI_Test` reports the receive
+//! complete or [`Posted::withdraw`] has cancelled it. Dropping a `Posted`
+//! with a receive still posted leaks the buffer.
+
+use std::ffi::c_int;
+use std::mem::{self, ManuallyDrop};
+
+use mpi::ffi;
+
+use super::raw::{Channel, MpiCode, Received, Request, World};
+use super::SMALL_MAX;
+use crate::comm::{Message, Rank, Tag};
+
+/// Messages up to this size are copied out of the posted buffer into a
+/// `Vec` of their own, and the buffer is posted again; larger ones keep the
+/// buffer (shrunk to fit) and a fresh one is posted.
+const COPY_MAX: usize = 4 << 10;
+
+/// The length of a marker: the payload's length, little-endian.
+pub(super) const MARKER_LEN: usize = 8;
+
+/// What the pre-posted receive got.
+#[derive(Debug)]
+pub(super) enum Arrival {
+    /// A whole message.
+    Message(Message),
+    /// A marker: a message of `len` bytes from `source` with `tag` follows
+    /// on the large channel.
+    Marker {
+        /// The sender.
+        source: Rank,
+        /// The tag the sender gave.
+        tag: Tag,
+        /// The payload's length in bytes.
+        len: usize,
+    },
+}
+
+/// The pre-posted receive and its buffer.
+#[derive(Debug)]
+pub(super) struct Posted {
+    /// The posted receive, if any.
+    request: Option<Request>,
+    /// Capacity [`SMALL_MAX`]; never touched while `request` is `Some`.
+    buf: ManuallyDrop<Vec<u8>>,
+    /// MPI tags at or above this are markers (see `mod.rs`).
+    marker_bit: c_int,
+}
+
+impl Posted {
+    /// Nothing posted yet; the first [`poll`](Posted::poll) posts.
+    pub(super) fn new(marker_bit: c_int) -> Posted {
+        Posted {
+            request: None,
+            buf: ManuallyDrop::new(Vec::with_capacity(SMALL_MAX)),
+            marker_bit,
+        }
+    }
+
+    /// Posts the receive if needed and tests it once: the message or marker
+    /// that arrived, if any.
+    #[inline]
+    pub(super) fn poll(&mut self, world: &World) -> Result<Option<Arrival>, MpiCode> {
+        let request = match &mut self.request {
+            Some(request) => request,
+            slot @ None => {
+                // SAFETY: `buf` has room for SMALL_MAX bytes and is left
+                // alone until the request completes or is cancelled (module
+                // invariant): `take` reads it only after `MPI_Test` reported
+                // completion, `withdraw` after the cancellation.
+                let request = unsafe {
+                    world.irecv(
+                        Channel::Small,
+                        None,
+                        None,
+                        self.buf.as_mut_ptr(),
+                        SMALL_MAX as c_int,
+                    )
+                }?;
+                slot.insert(request)
+            }
+        };
+        let Some(received) = world.test_recv(request)? else {
+            return Ok(None);
+        };
+        self.request = None;
+        self.take(received).map(Some)
+    }
+
+    /// Cancels the posted receive, for `finish`: what it had received
+    /// before the cancellation took effect, if anything.
+    pub(super) fn withdraw(&mut self, world: &World) -> Result<Option<Arrival>, MpiCode> {
+        let Some(request) = self.request.take() else {
+            return Ok(None);
+        };
+        match world.cancel(request)? {
+            Some(received) => self.take(received).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads what the completed receive put in the buffer.
+    #[inline]
+    fn take(&mut self, received: Received) -> Result<Arrival, MpiCode> {
+        // MPI reports non-negative ranks, tags and counts, and never writes
+        // more than the buffer's capacity.
+        let len = (received.len as usize).min(SMALL_MAX);
+        let source = received.source as Rank;
+        if received.tag >= self.marker_bit {
+            if len != MARKER_LEN {
+                return Err(MpiCode::other());
+            }
+            let mut bytes = [0u8; MARKER_LEN];
+            // SAFETY: the receive completed, so MPI initialised the first
+            // `len` (= MARKER_LEN) bytes of the buffer.
+            bytes.copy_from_slice(unsafe { std::slice::from_raw_parts(self.buf.as_ptr(), len) });
+            return Ok(Arrival::Marker {
+                source,
+                tag: (received.tag - self.marker_bit) as Tag,
+                len: usize::try_from(u64::from_le_bytes(bytes))
+                    .map_err(|_| MpiCode(ffi::MPI_ERR_COUNT as c_int))?,
+            });
+        }
+        let data = if len <= COPY_MAX {
+            // SAFETY: as above, MPI initialised the first `len` bytes.
+            unsafe { std::slice::from_raw_parts(self.buf.as_ptr(), len) }.to_vec()
+        } else {
+            let mut data = mem::replace(&mut *self.buf, Vec::with_capacity(SMALL_MAX));
+            // SAFETY: MPI initialised the first `len` bytes, `len` is at
+            // most the capacity, and the receive is over: the buffer is ours.
+            unsafe { data.set_len(len) };
+            if len <= SMALL_MAX / 2 {
+                data.shrink_to_fit();
+            }
+            data
+        };
+        Ok(Arrival::Message(Message {
+            source,
+            tag: received.tag as Tag,
+            data,
+        }))
+    }
+}
+
+impl Drop for Posted {
+    fn drop(&mut self) {
+        if self.request.is_none() {
+            // SAFETY: no receive is posted, so MPI does not hold the buffer;
+            // `self` is being dropped, so it is dropped exactly once.
+            unsafe { ManuallyDrop::drop(&mut self.buf) };
+        }
+        // Otherwise MPI may still write into it: leak it.
+    }
+}
