@@ -37,7 +37,8 @@ use crate::comm::{Message, Rank, Tag};
 
 /// Messages up to this size are copied out of the posted buffer into a
 /// `Vec` of their own, and the buffer is posted again; larger ones keep the
-/// buffer (shrunk to fit) and a fresh one is posted.
+/// buffer (shrunk to fit) and a new one is allocated when the receive is
+/// posted again.
 const COPY_MAX: usize = 4 << 10;
 
 /// The length of a marker: the payload's length, little-endian.
@@ -88,6 +89,13 @@ impl Posted {
         let request = match &mut self.request {
             Some(request) => request,
             slot @ None => {
+                if self.buf.capacity() < SMALL_MAX {
+                    // The last buffer went out with a message. Allocated
+                    // only now, when the caller has likely dropped an older
+                    // message, so the allocator hands back that memory (still
+                    // in cache) instead of fresh memory.
+                    *self.buf = Vec::with_capacity(SMALL_MAX);
+                }
                 // SAFETY: `buf` has room for SMALL_MAX bytes and is left
                 // alone until the request completes or is cancelled (module
                 // invariant): `take` reads it only after `MPI_Test` reported
@@ -149,7 +157,7 @@ impl Posted {
             // SAFETY: as above, MPI initialised the first `len` bytes.
             unsafe { std::slice::from_raw_parts(self.buf.as_ptr(), len) }.to_vec()
         } else {
-            let mut data = mem::replace(&mut *self.buf, Vec::with_capacity(SMALL_MAX));
+            let mut data = mem::take(&mut *self.buf);
             // SAFETY: MPI initialised the first `len` bytes, `len` is at
             // most the capacity, and the receive is over: the buffer is ours.
             unsafe { data.set_len(len) };
