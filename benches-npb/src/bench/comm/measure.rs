@@ -16,8 +16,8 @@
 //!    `size` bytes and waits until all have completed; rank 1 receives all
 //!    `window` messages, then sends one [`ACK_LEN`]-byte acknowledgement,
 //!    which rank 0 receives. A window is timed from the first send to the
-//!    acknowledgement (filling mttl's owned send buffers happens before the
-//!    timer starts).
+//!    acknowledgement (filling the send buffers, one per message, happens
+//!    before the timer starts).
 //!    - [`WARMUP_WINDOWS`] untimed windows; rank 0 picks `windows` from the
 //!      last one so that a sample takes about [`SAMPLE_TIME`];
 //!    - rank 0 sends `windows` to rank 1 (one 8-byte message);
@@ -45,10 +45,10 @@ pub(super) const WARMUP_WINDOWS: usize = 2;
 
 /// Payload bytes one way of the round-trip warm-up, before clamping.
 const WARMUP_BYTES: usize = 4 << 20;
-/// Bytes in flight per bandwidth window, before clamping. mttl's `nsend`
-/// consumes a distinct buffer per message where raw MPI resends one buffer;
-/// a window this small keeps mttl's buffers in cache too, and is still deep
-/// enough that the acknowledgement costs little.
+/// Bytes in flight per bandwidth window, before clamping. Every endpoint
+/// sends a distinct, freshly written buffer per message (see `endpoint.rs`);
+/// a window this small keeps them in cache, and is still deep enough that
+/// the acknowledgement costs little.
 const WINDOW_BYTES: usize = 4 << 20;
 /// Bounds of the calibrated round trips per sample.
 const RTT_ITERS: (usize, usize) = (2, 1_000_000);

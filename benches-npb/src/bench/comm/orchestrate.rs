@@ -191,8 +191,9 @@ fn method_lines(reps: u32, settle: f64, configs: &[Config]) -> Vec<String> {
              W = 64 up to 64K, then 4 MiB / size, at least 2) and waits for them, rank 1 \
              receives all W and acknowledges with one 8-byte message; timed from first send to \
              acknowledgement; a sample is as many windows as take about {} ms; figure = the \
-             highest over the sweeps of the median of {} samples. mttl's nsend consumes owned buffers: they are filled between \
-             windows, outside the timer.",
+             highest over the sweeps of the median of {} samples. Every configuration \
+             streams freshly written data: one buffer per message (mttl's nsend consumes owned \
+             buffers; raw MPI rewrites reused ones), filled between windows, outside the timer.",
             measure::SAMPLE_TIME.as_millis(),
             measure::SAMPLES
         ),
