@@ -42,6 +42,7 @@
 //! stopped by the deadlock watchdog (see `watchdog`).
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Weak;
 use std::time::Duration;
@@ -410,32 +411,33 @@ impl Runtime {
                 FAILURE_CODE,
             );
         };
-        let mut header = m.data;
-        if header.len() < hlen || (large && header.len() != hlen) {
+        let data = m.data;
+        if data.len() < hlen || (large && data.len() != hlen) {
             self.fail(
                 &format!(
                     "malformed message from rank {src}: kind {kind} needs a {hlen}-byte header, got {} bytes",
-                    header.len()
+                    data.len()
                 ),
                 FAILURE_CODE,
             );
         }
+        let (header, body) = data.split_at(hlen);
         let body = if large {
             // Step 3 of the large-message protocol: the body comes next. A
             // remote write's lands in its region when it can.
             if matches!(kind, wire::WRITE | wire::WRITE_ACK) {
-                match global::receive_write_in_place(self, src, kind, &header) {
+                match global::receive_write_in_place(self, src, kind, header) {
                     InPlace::Done => return,
-                    InPlace::Received(body) => self.check_body(src, body),
-                    InPlace::NotTried => self.recv_body(src),
+                    InPlace::Received(body) => Cow::Owned(self.check_body(src, body)),
+                    InPlace::NotTried => Cow::Owned(self.recv_body(src)),
                 }
             } else {
-                self.recv_body(src)
+                Cow::Owned(self.recv_body(src))
             }
         } else {
-            header.split_off(hlen)
+            Cow::Borrowed(body)
         };
-        self.handle(src, kind, &header, body);
+        self.handle(src, kind, header, body);
     }
 
     /// Receives the body of a large message from `src` (step 3 of the
@@ -502,12 +504,12 @@ impl Runtime {
                 ),
             };
             let (header, body) = data.split_at(hlen);
-            self.handle(src, kind, header, body.to_vec());
+            self.handle(src, kind, header, Cow::Borrowed(body));
         }
     }
 
     /// Handles one message of `kind` from `src`, its header and body apart.
-    fn handle(&mut self, src: Rank, kind: Tag, header: &[u8], body: Vec<u8>) {
+    fn handle(&mut self, src: Rank, kind: Tag, header: &[u8], body: Cow<'_, [u8]>) {
         let mut f = Fields(header);
         if matches!(kind, wire::WATCH | wire::WATCH_STATE | wire::WATCH_FIRE) {
             return watchdog::dispatch(self, src, kind, f);
@@ -517,7 +519,7 @@ impl Runtime {
             wire::INVOKE => {
                 let id = f.u64();
                 let cell = f.u32();
-                invoke::serve(src, id, cell, body);
+                invoke::serve(src, id, cell, body.into_owned());
             }
             wire::CELL_WRITE => {
                 let cell = f.u32();
@@ -537,7 +539,7 @@ impl Runtime {
             | wire::METHOD => {
                 global::dispatch(self, kind, src, header, body);
             }
-            wire::COLL => coll::dispatch(self, src, header, body),
+            wire::COLL => coll::dispatch(self, src, header, body.into_owned()),
             wire::EXIT => {
                 let code = f.i32();
                 if let Err(e) = self.post(src, wire::EXIT_ACK, &[], &[]) {

@@ -31,6 +31,7 @@
 //! never switches. Should the runtime be busy there (a guard dropped inside
 //! the runtime, which mttl itself never does), step 1 drains instead.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
 
@@ -48,14 +49,16 @@ use crate::wire::{self, Fields, HeaderBuf};
 const MAX_HEADER: usize = 24;
 
 /// A message kept for later (step 3).
-struct Held {
+struct Held<'a> {
     kind: Tag,
     header: [u8; MAX_HEADER],
-    body: Vec<u8>,
+    /// Borrowed from the message while it is handled at once; owned once
+    /// it waits in a FIFO.
+    body: Cow<'a, [u8]>,
 }
 
-impl Held {
-    fn new(kind: Tag, header: &[u8], body: Vec<u8>) -> Held {
+impl<'a> Held<'a> {
+    fn new(kind: Tag, header: &[u8], body: Cow<'a, [u8]>) -> Held<'a> {
         let mut h = [0u8; MAX_HEADER];
         h[..header.len()].copy_from_slice(header);
         Held {
@@ -64,13 +67,22 @@ impl Held {
             body,
         }
     }
+
+    /// The same message, owning its body.
+    fn into_owned(self) -> Held<'static> {
+        Held {
+            kind: self.kind,
+            header: self.header,
+            body: Cow::Owned(self.body.into_owned()),
+        }
+    }
 }
 
 /// The owner's state: the deferred FIFOs, and the first failed `nwrite` of
 /// each source since its last fence.
 #[derive(Default)]
 pub(crate) struct Owner {
-    queues: Vec<VecDeque<Held>>,
+    queues: Vec<VecDeque<Held<'static>>>,
     queued: usize,
     nwrite_faults: Vec<Option<Fault>>,
 }
@@ -86,7 +98,7 @@ impl Owner {
         self.queues.get(src).is_some_and(|q| !q.is_empty())
     }
 
-    fn push_back(&mut self, src: Rank, held: Held) {
+    fn push_back(&mut self, src: Rank, held: Held<'static>) {
         if self.queues.len() <= src {
             self.queues.resize_with(src + 1, VecDeque::new);
         }
@@ -94,13 +106,13 @@ impl Owner {
         self.queued += 1;
     }
 
-    fn pop_front(&mut self, src: Rank) -> Option<Held> {
+    fn pop_front(&mut self, src: Rank) -> Option<Held<'static>> {
         let held = self.queues.get_mut(src)?.pop_front()?;
         self.queued -= 1;
         Some(held)
     }
 
-    fn push_front(&mut self, src: Rank, held: Held) {
+    fn push_front(&mut self, src: Rank, held: Held<'static>) {
         self.queues[src].push_front(held);
         self.queued += 1;
     }
@@ -118,17 +130,17 @@ impl Owner {
 }
 
 /// Handles a remote-memory message (steps 1 to 3).
-pub(crate) fn dispatch(rt: &mut Runtime, kind: Tag, src: Rank, header: &[u8], body: Vec<u8>) {
+pub(crate) fn dispatch(rt: &mut Runtime, kind: Tag, src: Rank, header: &[u8], body: Cow<'_, [u8]>) {
     let held = Held::new(kind, header, body);
     if rt.global.owner.waiting_from(src) {
         drain_source(rt, src);
         if rt.global.owner.waiting_from(src) {
-            rt.global.owner.push_back(src, held);
+            rt.global.owner.push_back(src, held.into_owned());
             return;
         }
     }
     if let Err(held) = apply(rt, src, held) {
-        rt.global.owner.push_back(src, held);
+        rt.global.owner.push_back(src, held.into_owned());
     }
 }
 
@@ -227,7 +239,7 @@ fn refuse(rt: &mut Runtime, src: Rank, cell: Option<u32>, fault: Fault) {
 }
 
 /// Steps 2 and 3 for one message; gives it back if it must wait.
-fn apply(rt: &mut Runtime, src: Rank, held: Held) -> Result<(), Held> {
+fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>> {
     let mut f = Fields(&held.header);
     match held.kind {
         wire::WRITE | wire::WRITE_ACK => {
@@ -382,7 +394,7 @@ fn apply(rt: &mut Runtime, src: Rank, held: Held) -> Result<(), Held> {
             };
             // The region is held from now on, so later messages from `src`
             // see the member function's effects.
-            let args = held.body;
+            let args = held.body.into_owned();
             let name = entry.name;
             thread::spawn(name, move || {
                 hold.enter();
