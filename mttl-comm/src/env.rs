@@ -27,7 +27,9 @@
 //! Tuning knobs, read by the backends: `MTTL_SPIN_US` (how long a blocked
 //! receive spins before it parks, default 50), `MTTL_MAX_MESSAGE` (largest
 //! message in bytes, default 1 GiB), `MTTL_CONNECT_TIMEOUT` (seconds allowed
-//! for the bootstrap, default 30).
+//! for the bootstrap, default 30), `MTTL_TCP_SNDBUF` (the TCP backend's
+//! socket send buffer in bytes, default 256 KiB; 0 leaves it to the
+//! kernel's automatic sizing).
 
 use std::time::Duration;
 
@@ -52,6 +54,8 @@ pub const SPIN_US: &str = "MTTL_SPIN_US";
 pub const MAX_MESSAGE: &str = "MTTL_MAX_MESSAGE";
 /// Variable holding the bootstrap timeout, in seconds.
 pub const CONNECT_TIMEOUT: &str = "MTTL_CONNECT_TIMEOUT";
+/// Variable holding the TCP socket send buffer size, in bytes.
+pub const TCP_SNDBUF: &str = "MTTL_TCP_SNDBUF";
 
 /// Variable asking a program to launch itself as a job of that many ranks.
 pub const NP: &str = "MTTL_NP";
@@ -240,6 +244,15 @@ pub fn max_message() -> Result<usize, CommError> {
     match var(MAX_MESSAGE) {
         Some(v) => parse_num(MAX_MESSAGE, &v),
         None => Ok(1 << 30),
+    }
+}
+
+/// `MTTL_TCP_SNDBUF`: the send buffer size to ask for on every TCP link, in
+/// bytes (`SO_SNDBUF`), or `None` (`0`) to leave it to the kernel.
+pub fn tcp_send_buffer() -> Result<Option<usize>, CommError> {
+    match var(TCP_SNDBUF) {
+        Some(v) => Ok(Some(parse_num::<usize>(TCP_SNDBUF, &v)?).filter(|&n| n > 0)),
+        None => Ok(Some(256 << 10)),
     }
 }
 

@@ -17,9 +17,15 @@
 //! [`FrameReader`] turns the byte stream of one connection back into frames.
 //! Small frames are parsed out of one reusable read buffer (one `read` call
 //! brings many); a payload larger than that buffer gets its own vector and
-//! the rest of it is read straight into place, with no extra copy.
+//! the rest of it is read straight into place, with no extra copy. From a
+//! socket ([`FrameReader::read_from_socket`]) the kernel writes that rest
+//! into the vector's uninitialised capacity, so a large payload is neither
+//! zeroed first nor its pages touched twice; from any other reader
+//! ([`FrameReader::read_from`]) the vector is zeroed piece by piece, just
+//! ahead of each read. Both run the same state machine.
 
 use std::io::{self, Read};
+use std::os::fd::AsRawFd;
 
 use crate::comm::Tag;
 
@@ -30,6 +36,9 @@ const MAGIC: u16 = 0x4d54;
 
 /// The size of the reusable read buffer of each connection.
 const READ_BUF_LEN: usize = 64 * 1024;
+
+/// How much of a large payload a plain reader's path zeroes ahead of a read.
+const ZERO_AHEAD: usize = 64 * 1024;
 
 /// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,11 +121,76 @@ pub(crate) enum ReadError {
 }
 
 /// A payload too large for the read buffer, being read straight into place.
+///
+/// `payload` has the capacity of the whole payload from the start; its
+/// length is how much of it is initialised (`filled` bytes received, then
+/// possibly zeroes a plain reader is about to read over).
 #[derive(Debug)]
 struct LargePayload {
     header: Header,
     payload: Vec<u8>,
     filled: usize,
+}
+
+/// Where a [`FrameReader`] gets its bytes: any reader, or a socket that can
+/// read into uninitialised memory.
+trait Source {
+    /// As [`Read::read`].
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+
+    /// Reads at most `max` bytes into the spare capacity of `v` and adds
+    /// what it read to `v`'s length; `None` if this source cannot (the
+    /// caller then zeroes memory to read into with [`read`](Self::read)).
+    fn read_spare(&mut self, v: &mut Vec<u8>, max: usize) -> Option<io::Result<usize>>;
+}
+
+/// Any reader: reads into initialised memory only.
+struct Plain<'a, R>(&'a mut R);
+
+impl<R: Read> Source for Plain<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+
+    fn read_spare(&mut self, _v: &mut Vec<u8>, _max: usize) -> Option<io::Result<usize>> {
+        None
+    }
+}
+
+/// A socket: `recv` writes straight into uninitialised memory.
+struct Socket<'a, S>(&'a mut S);
+
+impl<S: Read + AsRawFd> Source for Socket<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+
+    fn read_spare(&mut self, v: &mut Vec<u8>, max: usize) -> Option<io::Result<usize>> {
+        let room = max.min(v.capacity() - v.len());
+        let spare = &mut v.spare_capacity_mut()[..room];
+        // SAFETY: `spare` is valid for writes of `spare.len()` bytes for the
+        // duration of the call (it is borrowed from `v`), and `recv` only
+        // writes to that memory, never reads it; the descriptor is the
+        // socket's own, open while `self.0` is borrowed.
+        let n = unsafe {
+            libc::recv(
+                self.0.as_raw_fd(),
+                spare.as_mut_ptr().cast::<libc::c_void>(),
+                spare.len(),
+                0,
+            )
+        };
+        // A negative count is an error; anything else fits a usize.
+        let Ok(n) = usize::try_from(n) else {
+            return Some(Err(io::Error::last_os_error()));
+        };
+        let len = v.len() + n;
+        // SAFETY: `recv` initialised the first `n` bytes of the spare
+        // capacity (`n <= spare.len()`), so the first `len` bytes of `v` are
+        // initialised and `len <= v.capacity()`.
+        unsafe { v.set_len(len) };
+        Some(Ok(n))
+    }
 }
 
 /// Reassembles frames from one connection's byte stream.
@@ -157,16 +231,51 @@ impl FrameReader {
         &mut self,
         src: &mut R,
         to_the_end: bool,
+        sink: impl FnMut(Frame),
+    ) -> Result<(), ReadError> {
+        self.read_source(&mut Plain(src), to_the_end, sink)
+    }
+
+    /// As [`read_from`](Self::read_from), from a socket: the rest of a large
+    /// payload is received straight into its vector's uninitialised
+    /// capacity, without zeroing it first.
+    pub(crate) fn read_from_socket<S: Read + AsRawFd>(
+        &mut self,
+        src: &mut S,
+        to_the_end: bool,
+        sink: impl FnMut(Frame),
+    ) -> Result<(), ReadError> {
+        self.read_source(&mut Socket(src), to_the_end, sink)
+    }
+
+    fn read_source(
+        &mut self,
+        src: &mut impl Source,
+        to_the_end: bool,
         mut sink: impl FnMut(Frame),
     ) -> Result<(), ReadError> {
         loop {
             // A large payload in progress is read straight into its vector.
             if let Some(large) = &mut self.large {
-                match src.read(&mut large.payload[large.filled..]) {
+                let got = if large.filled == large.payload.len() {
+                    let left = large.header.len - large.filled;
+                    match src.read_spare(&mut large.payload, left) {
+                        Some(got) => got,
+                        None => {
+                            // Zero a piece ahead to read over.
+                            let more = left.min(ZERO_AHEAD);
+                            large.payload.resize(large.filled + more, 0);
+                            src.read(&mut large.payload[large.filled..])
+                        }
+                    }
+                } else {
+                    src.read(&mut large.payload[large.filled..])
+                };
+                match got {
                     Ok(0) => return Err(ReadError::Closed { mid_frame: true }),
                     Ok(n) => {
                         large.filled += n;
-                        if large.filled == large.payload.len() {
+                        if large.filled == large.header.len {
                             if let Some(done) = self.large.take() {
                                 sink(Frame {
                                     header: done.header,
@@ -234,14 +343,16 @@ impl FrameReader {
                 break;
             } else {
                 // Fallible: a length within a huge MTTL_MAX_MESSAGE may
-                // still be more than this machine has.
-                let mut payload = zeroed(header.len).ok_or_else(|| {
+                // still be more than this machine has. Not zeroed: the rest
+                // is read into the spare capacity (see `read_source`).
+                let mut payload = Vec::new();
+                payload.try_reserve_exact(header.len).map_err(|_| {
                     ReadError::Malformed(format!(
                         "cannot allocate {} bytes for a payload (MTTL_MAX_MESSAGE is above what this machine can hold)",
                         header.len
                     ))
                 })?;
-                payload[..have].copy_from_slice(&self.buf[body_start..self.end]);
+                payload.extend_from_slice(&self.buf[body_start..self.end]);
                 self.start = 0;
                 self.end = 0;
                 self.large = Some(LargePayload {
@@ -258,25 +369,6 @@ impl FrameReader {
         }
         Ok(())
     }
-}
-
-/// A vector of `len` zero bytes, or `None` if the memory cannot be had.
-/// (Like `vec![0; len]`, whose zeroed pages the kernel maps lazily, but
-/// without aborting the process when the allocation fails.)
-fn zeroed(len: usize) -> Option<Vec<u8>> {
-    if len == 0 {
-        return Some(Vec::new());
-    }
-    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
-    // SAFETY: `layout` has a non-zero size (`len > 0`).
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-    if ptr.is_null() {
-        return None;
-    }
-    // SAFETY: `ptr` comes from the global allocator with the layout of `len`
-    // bytes (align 1), all of them initialised (zeroed); the length and the
-    // capacity are that `len`.
-    Some(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
 #[cfg(test)]
@@ -392,6 +484,44 @@ mod tests {
                 assert_eq!(f.header.tag, i as Tag);
                 assert_eq!(&f.payload, p, "frame {i} with chunk {chunk}");
             }
+        }
+    }
+
+    #[test]
+    fn a_socket_fills_large_payloads_in_place() {
+        use std::io::Write;
+        use std::os::unix::net::UnixStream;
+
+        let sizes = [0usize, 1, 70_000, 3, 200_000, 65_520, 65_521, 1 << 20, 5];
+        let payloads: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 17 + j * 7) as u8).collect())
+            .collect();
+        let mut bytes = Vec::new();
+        for (i, p) in payloads.iter().enumerate() {
+            bytes.extend(frame_bytes(i as Tag, p));
+        }
+        let (mut tx, mut rx) = UnixStream::pair().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        // Written in uneven pieces, so reads end mid-header and mid-payload.
+        let writer = std::thread::spawn(move || {
+            for piece in bytes.chunks(40_009) {
+                tx.write_all(piece).unwrap();
+            }
+        });
+        let mut reader = FrameReader::new(1 << 30);
+        let mut frames = Vec::new();
+        while frames.len() < payloads.len() {
+            reader
+                .read_from_socket(&mut rx, false, |f| frames.push(f))
+                .unwrap();
+        }
+        writer.join().unwrap();
+        assert!(!reader.mid_frame());
+        for (i, (f, p)) in frames.iter().zip(&payloads).enumerate() {
+            assert_eq!(f.header.tag, i as Tag);
+            assert_eq!(&f.payload, p, "frame {i}");
         }
     }
 
