@@ -12,6 +12,7 @@ use crate::error::CommError;
 #[cfg(not(feature = "mpi"))]
 use crate::error::{ErrorKind, Op};
 
+pub(crate) mod malloc;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod tcp;

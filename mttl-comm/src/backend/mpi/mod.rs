@@ -278,6 +278,7 @@ impl Comm for MpiComm {
         let spin = wait::spin_time(env::spin_time()?, spin_set);
         let max_message = env::max_message()?.min(i32::MAX as usize);
         let launcher_vars = LauncherVars::read();
+        super::malloc::keep_freed_memory();
         let (universe, threading) = mpi::initialize_with_threading(Threading::Funneled)
             .ok_or_else(|| init_error(None, ErrorKind::Environment(ALREADY_INITIALISED.into())))?;
         if threading < Threading::Funneled {

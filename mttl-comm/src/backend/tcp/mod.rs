@@ -27,7 +27,7 @@
 //!   than the kernel's automatic one of several MiB, so the bytes in flight
 //!   stay in the caches; and glibc is told to keep freed large blocks
 //!   instead of trimming them, so the next message's vector reuses pages
-//!   already mapped (`keep_freed_memory`).
+//!   already mapped (`backend::malloc`).
 //! - **Ordering**: each link has one FIFO of outgoing frames; `send` waits
 //!   for that FIFO to drain before writing, so per-pair order is call order.
 //!   While a send waits for socket space it keeps reading all links, so two
@@ -166,48 +166,6 @@ fn push_unwritten<'a>(
     }
 }
 
-/// Has glibc's `malloc` keep the memory of freed large messages for the
-/// next ones instead of handing it back to the kernel.
-///
-/// Every message received gets a vector of its own, which the program drops
-/// once done with it. By default glibc serves blocks of 128 KiB and more
-/// with `mmap`, raises that threshold to the largest such block freed so
-/// far, and gives the top of the heap back to the kernel whenever more than
-/// twice that threshold is free there. A rank receiving a stream of large
-/// messages holds several at once (all those that arrived ahead of the
-/// program), frees more than that, and the heap is trimmed: every next
-/// message then faults in fresh pages, each zeroed by the kernel, which
-/// cost more than receiving the bytes themselves (1 MiB messages: about
-/// 330 of 430 µs of CPU per MiB received on the development VM). Fixing
-/// the two thresholds at the largest values glibc's own adjustment can reach
-/// (32 MiB and twice that) keeps that memory for reuse. Nothing is changed
-/// when the user tunes `malloc` through the environment, or with another
-/// C library.
-fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        const MMAP_THRESHOLD: libc::c_int = 32 << 20;
-        const TRIM_THRESHOLD: libc::c_int = 2 * MMAP_THRESHOLD;
-        let tuned = std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.malloc."))
-            || [
-                "MALLOC_MMAP_THRESHOLD_",
-                "MALLOC_TRIM_THRESHOLD_",
-                "MALLOC_TOP_PAD_",
-                "MALLOC_MMAP_MAX_",
-            ]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some());
-        if !tuned {
-            // SAFETY: `mallopt` only sets malloc's parameters, under its own
-            // lock; no memory is passed. A value it refuses changes nothing.
-            unsafe {
-                libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-                libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
-            }
-        }
-    }
-}
-
 /// Asks for a send buffer of `bytes` on `link` (`SO_SNDBUF`; Linux doubles
 /// it for its bookkeeping and caps it at `net.core.wmem_max`).
 ///
@@ -259,7 +217,7 @@ impl TcpComm {
             return Self::single();
         }
         let err = |kind| CommError::new(Some(launch.rank), Op::Init, kind);
-        keep_freed_memory();
+        super::malloc::keep_freed_memory();
         let timeout = env::connect_timeout()?;
         let (links, guard) =
             bootstrap::connect_mesh(launch, timeout).map_err(|e| err(ErrorKind::Bootstrap(e)))?;
