@@ -3,18 +3,23 @@
 //! Everything in mttl above this trait is portable; a backend (TCP, MPI, or a
 //! future shared-memory, UCX or libfabric one) implements these eight
 //! operations and nothing more. The table maps each to its MTTL name (paper,
-//! table 1) and to the MPI call the MPI backend uses:
+//! table 1), to the MPI call of the paper's mapping, and to what the MPI
+//! backend does instead where measurements made it differ:
 //!
-//! | method          | MTTL name          | MPI mapping                          |
-//! |-----------------|--------------------|--------------------------------------|
-//! | [`Comm::init`]      | `_pmttl_cominit`   | `MPI_Init_thread`, `Comm_rank/size`  |
-//! | [`Comm::finish`]    | `_pmttl_comfinish` | `MPI_Finalize`                       |
-//! | [`Comm::probe`]     | `_pmttl_prob`      | `MPI_Iprobe(ANY_SOURCE, ANY_TAG)`    |
-//! | [`Comm::send`]      | `_pmttl_asend`     | `MPI_Send`                           |
-//! | [`Comm::nsend`]     | `_pmttl_nsend`     | `MPI_Isend`                          |
-//! | [`Comm::send_done`] | `_pmttl_senddone`  | `MPI_Test`                           |
-//! | [`Comm::recv_from`] | `_pmttl_brecnode`  | `MPI_Recv(src, ANY_TAG)`             |
-//! | [`Comm::recv_any`]  | `_pmttl_brecany`   | `MPI_Recv(ANY_SOURCE, ANY_TAG)`      |
+//! | method          | MTTL name          | paper's MPI mapping                  | MPI backend                         |
+//! |-----------------|--------------------|--------------------------------------|-------------------------------------|
+//! | [`Comm::init`]      | `_pmttl_cominit`   | `MPI_Init_thread`, `Comm_rank/size`  | the same, plus two private duplicates of `MPI_COMM_WORLD` |
+//! | [`Comm::finish`]    | `_pmttl_comfinish` | `MPI_Finalize`                       | the same                            |
+//! | [`Comm::probe`]     | `_pmttl_prob`      | `MPI_Iprobe(ANY_SOURCE, ANY_TAG)`    | `MPI_Test` of an always pre-posted `MPI_Irecv(ANY_SOURCE, ANY_TAG)` (cheaper per poll, one copy less) |
+//! | [`Comm::send`]      | `_pmttl_asend`     | `MPI_Send`                           | `MPI_Send` up to 4000 B, else `MPI_Isend` + `MPI_Test` while draining |
+//! | [`Comm::nsend`]     | `_pmttl_nsend`     | `MPI_Isend`                          | the same                            |
+//! | [`Comm::send_done`] | `_pmttl_senddone`  | `MPI_Test`                           | the same                            |
+//! | [`Comm::recv_from`] | `_pmttl_brecnode`  | `MPI_Recv(src, ANY_TAG)`             | `MPI_Test` of the pre-posted receive; large messages by a marker and an `MPI_Irecv` on the second duplicate |
+//! | [`Comm::recv_any`]  | `_pmttl_brecany`   | `MPI_Recv(ANY_SOURCE, ANY_TAG)`      | as `recv_from`                      |
+//!
+//! [`Comm::recv_from_into`] is `_pmttl_brecnode` into the caller's memory
+//! (`MPI_Recv` into a given buffer), with a provided version in terms of
+//! `recv_from`.
 //!
 //! # Contract every backend keeps
 //!
