@@ -10,7 +10,6 @@
 //! length field larger than the maximum message must be refused before
 //! anything is allocated for it.
 
-
 use mttl_comm::backend::tcp::fuzzing::{
     decode_header, decode_stream, encode_header, Decoded, DecodedFrame, HEADER_LEN,
 };
