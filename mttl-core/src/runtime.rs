@@ -376,11 +376,14 @@ impl Runtime {
 
     /// Sends `ABORT` to every other rank, lingers and exits with `code`.
     fn abort_others(&mut self, why: &str, code: i32) -> ! {
-        let header = HeaderBuf::with_capacity(4).i32(code).bytes;
-        let body = format!("rank {}: {why}", self.rank);
+        let mut message = HeaderBuf::with_capacity(4).i32(code).bytes;
+        message.extend_from_slice(format!("rank {}: {why}", self.rank).as_bytes());
         let me = self.rank;
         for r in (0..self.size).filter(|&r| r != me) {
-            let _ = self.post(r, wire::ABORT, &header, body.as_bytes());
+            // On its own, never in a batch: a rank waiting for the body of
+            // a large message takes it for what it is.
+            let _ = self.flush(r);
+            let _ = self.comm.send(r, wire::ABORT, &message);
         }
         self.linger();
         std::process::exit(code);
