@@ -33,7 +33,7 @@
 //!    rank 0 writes its samples to FILE (`results.rs`) before both leave.
 //! 4. The orchestrator reads FILE. A job that fails stops the benchmark
 //!    with the job's exit status. A job during which other processes kept
-//!    more than 0.25 CPU busy (`load.rs`) is *disturbed*: it is repeated, up
+//!    more than 0.25 CPU busy (`common::cpu_load`) is *disturbed*: it is repeated, up
 //!    to twice, and its figures count only if no undisturbed run of that
 //!    configuration exists.
 //! 5. After the last sweep it keeps, per configuration and size, the best
@@ -42,8 +42,6 @@
 //!    tables on stderr), and removes the temporary directory.
 
 mod endpoint;
-
-pub(super) mod load;
 mod measure;
 mod orchestrate;
 mod report;
@@ -56,6 +54,7 @@ use clap::ValueEnum;
 use mttl_comm::launch::{BackendKind, JobSpec};
 
 use self::report::size_label;
+use crate::bench::common::jobs::{self, BenchConfig};
 pub use crate::bench::error::BenchError;
 
 /// The default sizes: 8 B to 16 MiB.
@@ -71,9 +70,6 @@ const DEFAULT_SIZES: &[usize] = &[
     4 << 20,
     16 << 20,
 ];
-
-/// Foreign load, in CPUs, above which a run counts as disturbed.
-const BUSY_WARNING: f64 = 0.25;
 
 /// How many times a disturbed run is repeated within one sweep.
 const RETRIES: usize = 2;
@@ -98,13 +94,8 @@ pub enum Config {
     RawMpiTcp,
 }
 
-impl Config {
-    /// Every configuration, in table order.
-    pub(super) const ALL: [Config; 4] =
-        [Config::Tcp, Config::RawMpiTcp, Config::Mpi, Config::RawMpi];
-
-    /// The name `--backends` takes.
-    pub(super) fn name(self) -> &'static str {
+impl BenchConfig for Config {
+    fn name(self) -> &'static str {
         match self {
             Config::Tcp => "tcp",
             Config::Mpi => "mpi",
@@ -112,6 +103,16 @@ impl Config {
             Config::RawMpiTcp => "raw-mpi-tcp",
         }
     }
+
+    fn needs_mpi(self) -> bool {
+        self != Config::Tcp
+    }
+}
+
+impl Config {
+    /// Every configuration, in table order.
+    pub(super) const ALL: [Config; 4] =
+        [Config::Tcp, Config::RawMpiTcp, Config::Mpi, Config::RawMpi];
 
     /// The column header in the tables.
     pub(super) fn column(self) -> &'static str {
@@ -136,15 +137,6 @@ impl Config {
                  (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)"
             }
         }
-    }
-
-    pub(super) fn needs_mpi(self) -> bool {
-        self != Config::Tcp
-    }
-
-    /// Whether this build can run it.
-    pub(super) fn available(self) -> bool {
-        cfg!(feature = "mpi") || !self.needs_mpi()
     }
 
     /// The two-rank job that runs this configuration's workers.
@@ -193,14 +185,9 @@ pub struct CommArgs {
     out: Option<PathBuf>,
 }
 
-/// Parses a number of seconds to wait, 0 to 3600.
+/// Parses `--settle`: a number of seconds to wait, 0 to 3600.
 pub(super) fn parse_settle(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(secs),
-        _ => Err(format!(
-            "{text:?} is not a number of seconds from 0 to 3600"
-        )),
-    }
+    jobs::parse_seconds(text, 3600)
 }
 
 /// Parses a size such as `8`, `64K`, `1MiB`.
@@ -246,56 +233,7 @@ pub fn run(args: CommArgs) -> Result<(), BenchError> {
 
 /// The configurations asked for, checked against this build.
 fn chosen_configs(args: &CommArgs) -> Result<Vec<Config>, BenchError> {
-    let Some(asked) = &args.backends else {
-        return Ok(Config::ALL.into_iter().filter(|c| c.available()).collect());
-    };
-    let mut chosen = Vec::new();
-    for &config in asked {
-        if !config.available() {
-            return Err(BenchError::Usage(format!(
-                "configuration {} needs MPI, and this mttl-bench was built without the \
-                 `mpi` feature; rebuild with `{MPI_BUILD_HINT}`",
-                config.name()
-            )));
-        }
-        if !chosen.contains(&config) {
-            chosen.push(config);
-        }
-    }
-    if chosen.is_empty() {
-        return Err(BenchError::Usage(
-            "--backends names no configuration".into(),
-        ));
-    }
-    Ok(chosen)
-}
-
-/// A temporary directory removed when dropped.
-#[derive(Debug)]
-pub(super) struct TempDir(PathBuf);
-
-impl TempDir {
-    /// A fresh directory for subcommand `name` of this process.
-    pub(super) fn new(name: &str) -> Result<TempDir, BenchError> {
-        let path = std::env::temp_dir().join(format!("mttl-bench-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&path).map_err(|source| BenchError::Io {
-            what: "create the temporary directory",
-            path: path.clone(),
-            source,
-        })?;
-        Ok(TempDir(path))
-    }
-
-    /// The directory.
-    pub(super) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    jobs::chosen_configs(args.backends.as_deref(), &Config::ALL, MPI_BUILD_HINT)
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@
 //! 2. For each scenario it starts its own executable as a job of `--np`
 //!    ranks on `--backend`: `mttl-bench load --worker SCENARIO --out FILE`
 //!    and the sizes, and meters how busy other processes kept the machine
-//!    meanwhile (`comm::load::Meter`).
+//!    meanwhile (`common::cpu_load::Meter`).
 //! 3. In the job, rank 0 drives the scenario (`worker`), gathers every
 //!    rank's memory and writes FILE; a rank that is not done within
 //!    `--timeout` stops the job, naming how far it got.
@@ -46,7 +46,8 @@ use clap::ValueEnum;
 use mttl_comm::launch::{self, BackendKind, JobSpec};
 
 use self::report::ScenarioReport;
-use super::comm::{load, TempDir};
+use crate::bench::common::cpu_load as load;
+use crate::bench::common::jobs::{self, TempDir};
 pub use crate::bench::error::BenchError;
 use crate::bench::results_file;
 
@@ -293,11 +294,7 @@ fn orchestrate(args: &LoadArgs) -> Result<(), BenchError> {
             scenarios.push(s);
         }
     }
-    let program = std::env::current_exe().map_err(|source| BenchError::Io {
-        what: "find the path of",
-        path: PathBuf::from("this program"),
-        source,
-    })?;
+    let program = jobs::this_program()?;
     let dir = TempDir::new("load")?;
     let mut reports = Vec::new();
     let mut failed_job = None;

@@ -7,6 +7,7 @@
 //! struct) and an entry point, so the binary only dispatches.
 
 pub mod comm;
+mod common;
 mod error;
 pub mod load;
 mod results_file;

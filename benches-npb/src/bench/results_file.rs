@@ -1,6 +1,9 @@
 //! The results file every `mttl-bench` worker job writes and its
 //! orchestrator reads: one JSON document, written and read the same way by
-//! every subcommand; each subcommand owns the document's shape.
+//! every subcommand. A run's document names its configuration and the
+//! backend the worker ran on ([`run_json`], [`run_backend`]); each
+//! subcommand owns what else it holds, from the pieces here ([`count`],
+//! [`figures`], [`numbers`]).
 
 use std::path::Path;
 
@@ -36,4 +39,53 @@ pub(crate) fn read<T>(
     })?;
     let value: Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
     parse(&value).map_err(bad)
+}
+
+/// The document of one run: `{"config": …, "backend": …, key: body}`, the
+/// shape every subcommand's worker writes.
+pub(crate) fn run_json(config: &str, backend: &str, key: &str, body: Value) -> Value {
+    let mut doc = serde_json::Map::new();
+    doc.insert("config".into(), config.into());
+    doc.insert("backend".into(), backend.into());
+    doc.insert(key.into(), body);
+    Value::Object(doc)
+}
+
+/// Checks that the document of one run names `config`, and returns the
+/// backend it names.
+pub(crate) fn run_backend(config: &str, value: &Value) -> Result<String, String> {
+    let named = value["config"].as_str().unwrap_or_default();
+    if named != config {
+        return Err(format!("it names configuration {named:?}"));
+    }
+    Ok(value["backend"]
+        .as_str()
+        .ok_or("it names no backend")?
+        .to_owned())
+}
+
+/// The count `field` of a size's entry.
+pub(crate) fn count<T: TryFrom<u64>>(entry: &Value, field: &str) -> Result<T, String> {
+    entry[field]
+        .as_u64()
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or(format!("a size lacks a valid {field:?}"))
+}
+
+/// The samples `field` of a size's entry.
+pub(crate) fn figures(entry: &Value, field: &str) -> Result<Vec<f64>, String> {
+    numbers(&entry[field], field)
+        .ok_or(format!("a size lacks {field:?}"))
+        .and_then(|n| n)
+}
+
+/// The numbers of the list `list`, which the file calls `name`; `None`
+/// if it is not a list.
+pub(crate) fn numbers(list: &Value, name: &str) -> Option<Result<Vec<f64>, String>> {
+    Some(
+        list.as_array()?
+            .iter()
+            .map(|v| v.as_f64().ok_or(format!("{name:?} holds a non-number")))
+            .collect(),
+    )
 }

@@ -24,10 +24,10 @@
 //!    configuration, in an order rotated by one per sweep (so no
 //!    configuration always runs first on this shared, noisy machine), it
 //!    waits up to `--settle` seconds for other processes to leave the CPUs
-//!    (`load::settle`), then measures `sched` itself, or starts its own
+//!    (`common::cpu_load::settle`), then measures `sched` itself, or starts its own
 //!    executable as a two-rank job: `mttl-bench runtime --worker CONFIG
 //!    --out FILE --sample-ms T`. A run during which other processes kept
-//!    more than `BUSY_WARNING` CPU busy (`load::Meter`) is reported as
+//!    more than `BUSY_WARNING` CPU busy (`common::cpu_load::Meter`) is reported as
 //!    disturbed.
 //! 3. In an mttl program (`tcp`, `mpi`), rank 0's main measures every
 //!    metric against rank 1, which only serves, and writes its samples to
@@ -44,26 +44,28 @@ mod measure;
 mod report;
 mod results;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::ValueEnum;
-use mttl_comm::launch::{self, BackendKind, JobSpec};
+use mttl_comm::launch::{BackendKind, JobSpec};
 use mttl_comm::{AnyComm, Comm, Rank};
 
 use self::measure::PingPong;
 use self::report::Summary;
 use self::results::RunResult;
-use super::comm::load;
+use crate::bench::common::jobs::{self, BenchConfig, TempDir};
+#[cfg(feature = "mpi")]
+use crate::bench::common::raw_mpi;
+use crate::bench::common::report::{print, push_how_measured, spin_us_setting};
+use crate::bench::common::sweep::{
+    disturbed_runs, not_measured_note, JobLog, Sweeps, Swept, BUSY_WARNING,
+};
 pub use crate::bench::error::BenchError;
 
 /// The command that rebuilds this benchmark with the MPI configurations.
 const MPI_BUILD_HINT: &str =
     "cargo run --release -p benches-npb --features mpi --bin mttl-bench -- runtime";
-
-/// Foreign load, in CPUs, above which a run counts as disturbed.
-const BUSY_WARNING: f64 = 0.25;
 
 /// The tag of every ping-pong message.
 const PING_TAG: mttl_comm::Tag = 7;
@@ -85,18 +87,7 @@ pub enum Config {
     RawMpi,
 }
 
-impl Config {
-    /// Every configuration, in the order of a first sweep.
-    const ALL: [Config; 6] = [
-        Config::Sched,
-        Config::Tcp,
-        Config::CommTcp,
-        Config::Mpi,
-        Config::CommMpi,
-        Config::RawMpi,
-    ];
-
-    /// The name `--backends` takes.
+impl BenchConfig for Config {
     fn name(self) -> &'static str {
         match self {
             Config::Sched => "sched",
@@ -107,6 +98,22 @@ impl Config {
             Config::RawMpi => "raw-mpi",
         }
     }
+
+    fn needs_mpi(self) -> bool {
+        matches!(self, Config::Mpi | Config::CommMpi | Config::RawMpi)
+    }
+}
+
+impl Config {
+    /// Every configuration, in the order of a first sweep.
+    const ALL: [Config; 6] = [
+        Config::Sched,
+        Config::Tcp,
+        Config::CommTcp,
+        Config::Mpi,
+        Config::CommMpi,
+        Config::RawMpi,
+    ];
 
     /// How the configuration is named in the table.
     fn column(self) -> &'static str {
@@ -136,15 +143,6 @@ impl Config {
                  transport (shared memory)"
             }
         }
-    }
-
-    fn needs_mpi(self) -> bool {
-        matches!(self, Config::Mpi | Config::CommMpi | Config::RawMpi)
-    }
-
-    /// Whether this build can run it.
-    fn available(self) -> bool {
-        cfg!(feature = "mpi") || !self.needs_mpi()
     }
 
     /// The two-rank job that runs this configuration's workers.
@@ -187,10 +185,7 @@ pub struct RuntimeArgs {
 
 /// Parses `--settle`: a number of seconds, 0 to 600.
 fn parse_settle(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(secs) if (0.0..=600.0).contains(&secs) => Ok(secs),
-        _ => Err(format!("{text:?} is not a number of seconds from 0 to 600")),
-    }
+    jobs::parse_seconds(text, 600)
 }
 
 /// Runs `mttl-bench runtime`: the orchestrator, or a worker rank when
@@ -205,133 +200,53 @@ pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
 
 /// The configurations asked for, checked against this build.
 fn chosen_configs(args: &RuntimeArgs) -> Result<Vec<Config>, BenchError> {
-    let Some(asked) = &args.backends else {
-        return Ok(Config::ALL.into_iter().filter(|c| c.available()).collect());
-    };
-    let mut chosen = Vec::new();
-    for &config in asked {
-        if !config.available() {
-            return Err(BenchError::Usage(format!(
-                "configuration {} needs MPI, and this mttl-bench was built without the \
-                 `mpi` feature; rebuild with `{MPI_BUILD_HINT}`",
-                config.name()
-            )));
-        }
-        if !chosen.contains(&config) {
-            chosen.push(config);
-        }
-    }
-    if chosen.is_empty() {
-        return Err(BenchError::Usage(
-            "--backends names no configuration".into(),
-        ));
-    }
-    Ok(chosen)
-}
-
-/// A temporary directory removed when dropped.
-#[derive(Debug)]
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Result<TempDir, BenchError> {
-        let path = std::env::temp_dir().join(format!("mttl-bench-runtime-{}", std::process::id()));
-        std::fs::create_dir_all(&path).map_err(|source| BenchError::Io {
-            what: "create the temporary directory",
-            path: path.clone(),
-            source,
-        })?;
-        Ok(TempDir(path))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    jobs::chosen_configs(args.backends.as_deref(), &Config::ALL, MPI_BUILD_HINT)
 }
 
 /// Steps 1 to 5 of the module docs.
 fn orchestrate(args: &RuntimeArgs, sample_time: Duration) -> Result<(), BenchError> {
     let configs = chosen_configs(args)?;
-    let program = std::env::current_exe().map_err(|source| BenchError::Io {
-        what: "find the path of",
-        path: PathBuf::from("this program"),
-        source,
-    })?;
-    let dir = TempDir::new()?;
-    let mut runs: Vec<(Config, Vec<RunResult>)> =
-        configs.iter().map(|&c| (c, Vec::new())).collect();
-    let mut load_log: Vec<LoadEntry> = Vec::new();
-    for rep in 0..args.reps as usize {
-        for k in 0..configs.len() {
-            let i = (k + rep) % configs.len();
-            let config = configs[i];
-            eprint!(
-                "mttl-bench runtime: sweep {}/{}: {:<9}",
-                rep + 1,
-                args.reps,
-                config.name()
-            );
-            let _ = std::io::stderr().flush();
-            let busy_before = load::settle(BUSY_WARNING, Duration::from_secs_f64(args.settle));
-            let meter = load::Meter::start();
-            let started = Instant::now();
-            let result = if config == Config::Sched {
-                RunResult {
+    let program = jobs::this_program()?;
+    let dir = TempDir::new("runtime")?;
+    let sweeps = Sweeps {
+        bench: "runtime",
+        configs: &configs,
+        reps: args.reps,
+        settle: args.settle,
+        retries: 0,
+        name_width: 9,
+    };
+    let Swept { runs, log } = sweeps.run(
+        |config, rep, _| {
+            if config == Config::Sched {
+                return Ok(RunResult {
                     backend: "none".to_owned(),
                     metrics: measure::scheduler_alone(sample_time),
-                }
-            } else {
-                let out = dir.0.join(format!("{}-{rep}.json", config.name()));
-                run_job(config, &program, &out, args.sample_ms)?;
-                RunResult::read(config.name(), &out)?
-            };
-            let busy_during = meter.and_then(|m| m.foreign_cpus());
-            match busy_during {
-                Some(b) if b >= BUSY_WARNING => eprintln!(
-                    " {:.1} s, disturbed: others kept {b:.1} CPUs busy meanwhile",
-                    started.elapsed().as_secs_f64()
-                ),
-                _ => eprintln!(" {:.1} s", started.elapsed().as_secs_f64()),
+                });
             }
-            load_log.push(LoadEntry {
-                sweep: rep + 1,
-                config,
-                busy_before,
-                busy_during,
-            });
-            runs[i].1.push(result);
-        }
-    }
+            let out = dir.path().join(format!("{}-{rep}.json", config.name()));
+            run_job(config, &program, &out, args.sample_ms)?;
+            RunResult::read(config.name(), &out)
+        },
+        |_, _| {},
+    )?;
     let summary = Summary::new(&runs);
     let method = method_lines(args, &configs);
-    let notes = notes(&configs, &load_log);
-    let mut stdout = std::io::stdout().lock();
-    let printed = if args.json {
+    let notes = notes(&configs, &log);
+    if args.json {
         let mut doc = summary.to_json(args.reps, args.sample_ms, &method, &notes);
-        doc["foreign_load"] = load_log.iter().map(|e| e.to_json()).collect();
-        writeln!(stdout, "{doc:#}")
+        doc["foreign_load"] = log.iter().map(foreign_load_json).collect();
+        print(&format!("{doc:#}\n"))
     } else {
         let mut text = format!(
             "mttl runtime micro-benchmarks, 2 ranks on this machine, best of {} run(s)\n\n",
             args.reps
         );
         text.push_str(&summary.table());
-        text.push_str("\nHow measured\n");
-        for line in method.iter().chain(&notes) {
-            text.push_str("  ");
-            text.push_str(line);
-            text.push('\n');
-        }
+        push_how_measured(&mut text, &method, &notes);
         text.push_str(&summary.targets_text());
-        write!(stdout, "{text}")
-    };
-    printed.map_err(|source| BenchError::Io {
-        what: "write the results to",
-        path: PathBuf::from("standard output"),
-        source,
-    })
+        print(&text)
+    }
 }
 
 /// Step 2 for a configuration that runs as a job.
@@ -345,53 +260,19 @@ fn run_job(config: Config, program: &Path, out: &Path, sample_ms: u64) -> Result
         "--sample-ms".to_owned(),
         sample_ms.to_string(),
     ];
-    let outcome = launch::run(&config.job(program, worker_args)).map_err(|source| {
-        eprintln!();
-        BenchError::Launch {
-            config: config.name(),
-            source,
-        }
-    })?;
-    if !outcome.success() {
-        eprintln!();
-        return Err(BenchError::WorkerFailed {
-            config: config.name(),
-            code: outcome.exit_code,
-            hint: if config.needs_mpi() {
-                " (is Open MPI's mpirun the one this program was built against?)"
-            } else {
-                ""
-            },
-        });
-    }
-    Ok(())
+    jobs::run_worker_job(config, &config.job(program, worker_args))
 }
 
-/// One run, and how busy other processes kept the machine around it.
-#[derive(Debug, Clone, Copy)]
-struct LoadEntry {
-    sweep: usize,
-    config: Config,
-    /// CPUs others kept busy just before the run ([`load::settle`]).
-    busy_before: Option<f64>,
-    /// CPUs others kept busy while it ran ([`load::Meter`]).
-    busy_during: Option<f64>,
-}
-
-impl LoadEntry {
-    fn disturbed(&self) -> bool {
-        self.busy_during.is_some_and(|b| b >= BUSY_WARNING)
-    }
-
-    fn to_json(self) -> serde_json::Value {
-        serde_json::json!({
-            "sweep": self.sweep,
-            "config": self.config.name(),
-            "busy_cpus_before": self.busy_before,
-            "busy_cpus_during": self.busy_during,
-            "disturbed": self.disturbed(),
-        })
-    }
+/// An entry of the `--json` document's `foreign_load`: one run, and how
+/// busy other processes kept the machine around it.
+fn foreign_load_json(run: &JobLog<Config>) -> serde_json::Value {
+    serde_json::json!({
+        "sweep": run.sweep,
+        "config": run.config.name(),
+        "busy_cpus_before": run.busy_before,
+        "busy_cpus_during": run.busy_during,
+        "disturbed": run.disturbed(),
+    })
 }
 
 /// How the figures were measured, one sentence per line.
@@ -416,7 +297,7 @@ fn method_lines(args: &RuntimeArgs, configs: &[Config]) -> Vec<String> {
             .to_owned(),
         format!(
             "MTTL_SPIN_US={} (how long a blocked TCP receive spins before parking).",
-            std::env::var(mttl_comm::env::SPIN_US).unwrap_or_else(|_| "50 (default)".into())
+            spin_us_setting()
         ),
     ];
     for c in configs {
@@ -426,20 +307,9 @@ fn method_lines(args: &RuntimeArgs, configs: &[Config]) -> Vec<String> {
 }
 
 /// Remarks about busy neighbours and what was not measured.
-fn notes(configs: &[Config], load_log: &[LoadEntry]) -> Vec<String> {
+fn notes(configs: &[Config], log: &[JobLog<Config>]) -> Vec<String> {
     let mut notes = Vec::new();
-    let disturbed: Vec<String> = load_log
-        .iter()
-        .filter(|e| e.disturbed())
-        .map(|e| {
-            format!(
-                "sweep {} {}: {:.1}",
-                e.sweep,
-                e.config.name(),
-                e.busy_during.unwrap_or_default()
-            )
-        })
-        .collect();
+    let disturbed = disturbed_runs(log);
     if disturbed.is_empty() {
         notes.push(format!(
             "No run was disturbed: other processes kept less than {BUSY_WARNING} CPU busy \
@@ -457,16 +327,8 @@ fn notes(configs: &[Config], load_log: &[LoadEntry]) -> Vec<String> {
             "This mttl-bench was built without the `mpi` feature, so only the TCP backend and \
              the scheduler were measured. For the MPI column run `{MPI_BUILD_HINT}`."
         ));
-    } else if configs.len() < Config::ALL.len() {
-        let missing: Vec<&str> = Config::ALL
-            .into_iter()
-            .filter(|c| !configs.contains(c))
-            .map(Config::name)
-            .collect();
-        notes.push(format!(
-            "Not measured this time (see --backends): {}.",
-            missing.join(", ")
-        ));
+    } else {
+        notes.extend(not_measured_note(&Config::ALL, configs));
     }
     notes
 }
@@ -588,7 +450,6 @@ fn raw_worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), B
     use mpi::datatype::Equivalence;
     use mpi::point_to_point::{Destination, Source};
     use mpi::topology::{Communicator, SimpleCommunicator};
-    use mpi::Threading;
 
     /// A ping-pong endpoint on plain rsmpi.
     struct RawEndpoint {
@@ -623,21 +484,7 @@ fn raw_worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), B
         }
     }
 
-    let setup = |detail: String| BenchError::Setup {
-        config: config.name(),
-        detail,
-    };
-    // The mttl MPI backend runs at FUNNELED; the baseline does the same.
-    let (universe, _) = mpi::initialize_with_threading(Threading::Funneled)
-        .ok_or_else(|| setup("MPI was already initialised in this process".into()))?;
-    let world = universe.world();
-    if world.size() != 2 {
-        return Err(setup(format!(
-            "the MPI job has {} ranks instead of 2 (was this program started by the mpirun \
-             of the MPI it was built against?)",
-            world.size()
-        )));
-    }
+    let (universe, world) = raw_mpi::init_pair(config.name())?;
     let mut ep = RawEndpoint {
         world,
         buffer: vec![0; 64],

@@ -23,13 +23,13 @@
 //!    configuration, in an order rotated by one per sweep (so no
 //!    configuration always runs first on this shared, noisy machine), it
 //!    waits up to `--settle` seconds for other processes to leave the CPUs
-//!    idle (`load::settle`), then starts its own executable as a two-rank
+//!    idle (`common::cpu_load::settle`), then starts its own executable as a two-rank
 //!    job: `mttl-bench rwrite --worker CONFIG --out FILE --sizes ...`.
 //! 3. Both worker ranks run the sweep; rank 0 writes its samples to FILE
 //!    ([`results`](self::results)).
 //! 4. The orchestrator reads FILE. A job that fails stops the benchmark
 //!    with the job's exit status. A job during which other processes kept
-//!    more than [`BUSY_WARNING`] CPU busy (`load::Meter`) is *disturbed*: it
+//!    more than [`BUSY_WARNING`] CPU busy (`common::cpu_load::Meter`) is *disturbed*: it
 //!    is repeated, up to [`RETRIES`] times, and its figures count only if no
 //!    undisturbed run of that configuration exists.
 //! 5. After the last sweep it keeps, per configuration and size, the best
@@ -44,22 +44,21 @@ mod report;
 mod results;
 mod worker;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-
-use mttl_comm::launch;
+use std::time::Duration;
 
 use self::report::{size_label, Summary};
 use self::results::RunResult;
 use self::worker::Task;
-use super::comm::{self, load, BenchError, Config};
+use super::comm::{self, BenchError, Config};
+use crate::bench::common::jobs::{self, BenchConfig, TempDir};
+use crate::bench::common::report::{print, push_how_measured, spin_us_setting};
+use crate::bench::common::sweep::{
+    disturbance_notes, not_measured_note, JobLog, Sweeps, Swept, BUSY_WARNING,
+};
 
 /// The default sizes: every power of 2 from 8 B to 1 MiB.
 const DEFAULT_SIZES: (u32, u32) = (3, 20);
-
-/// Foreign load, in CPUs, above which a run counts as disturbed.
-const BUSY_WARNING: f64 = 0.25;
 
 /// How many times a disturbed run is repeated within one sweep.
 const RETRIES: usize = 2;
@@ -166,28 +165,7 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
 
 /// The configurations asked for, checked against this build.
 fn chosen_configs(args: &RwriteArgs) -> Result<Vec<Config>, BenchError> {
-    let Some(asked) = &args.backends else {
-        return Ok(Config::ALL.into_iter().filter(|c| c.available()).collect());
-    };
-    let mut chosen = Vec::new();
-    for &config in asked {
-        if !config.available() {
-            return Err(BenchError::Usage(format!(
-                "configuration {} needs MPI, and this mttl-bench was built without the \
-                 `mpi` feature; rebuild with `{MPI_BUILD_HINT}`",
-                config.name()
-            )));
-        }
-        if !chosen.contains(&config) {
-            chosen.push(config);
-        }
-    }
-    if chosen.is_empty() {
-        return Err(BenchError::Usage(
-            "--backends names no configuration".into(),
-        ));
-    }
-    Ok(chosen)
+    jobs::chosen_configs(args.backends.as_deref(), &Config::ALL, MPI_BUILD_HINT)
 }
 
 /// Where the CSV file and the figure go.
@@ -274,60 +252,25 @@ fn figure(summary: &Summary, title: String) -> plot::Figure {
 fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), BenchError> {
     let configs = chosen_configs(args)?;
     let files = OutputFiles::new(args.csv.as_deref());
-    let program = std::env::current_exe().map_err(|source| BenchError::Io {
-        what: "find the path of",
-        path: PathBuf::from("this program"),
-        source,
-    })?;
-    let dir = comm::TempDir::new("rwrite")?;
-    let mut log: Vec<JobLog> = Vec::new();
-    let mut runs: Vec<(Config, Vec<RunResult>)> =
-        configs.iter().map(|&c| (c, Vec::new())).collect();
-    for rep in 0..args.reps as usize {
-        for k in 0..configs.len() {
-            let i = (k + rep) % configs.len();
-            let config = configs[i];
-            for attempt in 0..=RETRIES {
-                let out = dir
-                    .path()
-                    .join(format!("{}-{rep}-{attempt}.json", config.name()));
-                eprint!(
-                    "mttl-bench rwrite: sweep {}/{}: {:<12}{}",
-                    rep + 1,
-                    args.reps,
-                    config.name(),
-                    if attempt > 0 { " again" } else { "" }
-                );
-                let _ = std::io::stderr().flush();
-                let busy_before = load::settle(BUSY_WARNING, Duration::from_secs_f64(args.settle));
-                let meter = load::Meter::start();
-                let started = Instant::now();
-                let result = run_job(config, &program, &out, task, args.sample_ms);
-                let entry = JobLog {
-                    sweep: rep + 1,
-                    config,
-                    attempt,
-                    busy_before,
-                    busy_during: meter.and_then(|m| m.foreign_cpus()),
-                    seconds: started.elapsed().as_secs_f64(),
-                };
-                let mut result = result.inspect_err(|_| eprintln!())?;
-                result.disturbed = entry.disturbed();
-                match entry.busy_during {
-                    Some(b) if entry.disturbed() => eprintln!(
-                        " {:.1} s, disturbed: others kept {b:.1} CPUs busy meanwhile",
-                        entry.seconds
-                    ),
-                    _ => eprintln!(" {:.1} s", entry.seconds),
-                }
-                log.push(entry);
-                runs[i].1.push(result);
-                if !entry.disturbed() {
-                    break;
-                }
-            }
-        }
-    }
+    let program = jobs::this_program()?;
+    let dir = TempDir::new("rwrite")?;
+    let sweeps = Sweeps {
+        bench: "rwrite",
+        configs: &configs,
+        reps: args.reps,
+        settle: args.settle,
+        retries: RETRIES,
+        name_width: 12,
+    };
+    let Swept { runs, log } = sweeps.run(
+        |config, rep, attempt| {
+            let out = dir
+                .path()
+                .join(format!("{}-{rep}-{attempt}.json", config.name()));
+            run_job(config, &program, &out, task, args.sample_ms)
+        },
+        |result, disturbed| result.disturbed = disturbed,
+    )?;
     let summary = Summary::new(&task.sizes, &runs);
     let title = format!(
         "Remote-write throughput, 2 ranks, best of {} sweep(s)",
@@ -336,8 +279,7 @@ fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), BenchError> {
     files.write(&summary.to_csv(), &figure(&summary, title))?;
     let method = method_lines(args, &configs);
     let notes = notes(&configs, &log);
-    let mut stdout = std::io::stdout().lock();
-    let printed = if args.json {
+    if args.json {
         let mut doc = summary.to_json();
         doc["benchmark"] = "rwrite".into();
         doc["reps"] = args.reps.into();
@@ -347,15 +289,10 @@ fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), BenchError> {
             "csv": files.csv, "svg": files.svg, "png": files.png,
         });
         doc["jobs"] = log.iter().map(|j| j.to_json()).collect();
-        writeln!(stdout, "{doc:#}")
+        print(&format!("{doc:#}\n"))
     } else {
         let mut text = summary.tables(args.reps);
-        text.push_str("\nHow measured\n");
-        for line in method.iter().chain(&notes) {
-            text.push_str("  ");
-            text.push_str(line);
-            text.push('\n');
-        }
+        push_how_measured(&mut text, &method, &notes);
         text.push_str(&summary.targets_text());
         text.push_str(&format!(
             "\nFiles: {}, {}, {}\n",
@@ -363,43 +300,7 @@ fn orchestrate(args: &RwriteArgs, task: &Task) -> Result<(), BenchError> {
             files.svg.display(),
             files.png.display()
         ));
-        write!(stdout, "{text}")
-    };
-    printed.map_err(|source| BenchError::Io {
-        what: "write the results to",
-        path: PathBuf::from("standard output"),
-        source,
-    })
-}
-
-/// One worker job the orchestrator ran, and how disturbed it was.
-#[derive(Debug, Clone, Copy)]
-struct JobLog {
-    sweep: usize,
-    config: Config,
-    attempt: usize,
-    /// CPUs others kept busy just before the job.
-    busy_before: Option<f64>,
-    /// CPUs others kept busy, on average, while the job ran.
-    busy_during: Option<f64>,
-    seconds: f64,
-}
-
-impl JobLog {
-    fn disturbed(&self) -> bool {
-        self.busy_during.is_some_and(|b| b >= BUSY_WARNING)
-    }
-
-    fn to_json(self) -> serde_json::Value {
-        serde_json::json!({
-            "sweep": self.sweep,
-            "config": self.config.name(),
-            "attempt": self.attempt,
-            "busy_cpus_before": self.busy_before,
-            "busy_cpus_during": self.busy_during,
-            "disturbed": self.disturbed(),
-            "seconds": self.seconds,
-        })
+        print(&text)
     }
 }
 
@@ -431,28 +332,13 @@ fn run_job(
     if let Some(w) = task.window {
         worker_args.extend(["--window".to_owned(), w.to_string()]);
     }
-    let outcome =
-        launch::run(&config.job(program, worker_args)).map_err(|source| BenchError::Launch {
-            config: config.name(),
-            source,
-        })?;
-    if !outcome.success() {
-        return Err(BenchError::WorkerFailed {
-            config: config.name(),
-            code: outcome.exit_code,
-            hint: if config.needs_mpi() {
-                " (is Open MPI's mpirun the one this program was built against?)"
-            } else {
-                ""
-            },
-        });
-    }
+    jobs::run_worker_job(config, &config.job(program, worker_args))?;
     RunResult::read(config.name(), out)
 }
 
 /// How the figures were measured, one sentence per line.
 fn method_lines(args: &RwriteArgs, configs: &[Config]) -> Vec<String> {
-    let spin = std::env::var(mttl_comm::env::SPIN_US).unwrap_or_else(|_| "50 (default)".into());
+    let spin = spin_us_setting();
     let window = match args.window {
         Some(w) => format!("W = {w} transfers (--window)"),
         None => {
@@ -497,67 +383,16 @@ fn method_lines(args: &RwriteArgs, configs: &[Config]) -> Vec<String> {
 }
 
 /// Remarks about what was not measured, and about busy neighbours.
-fn notes(configs: &[Config], log: &[JobLog]) -> Vec<String> {
-    let mut notes = Vec::new();
-    let disturbed: Vec<String> = log
-        .iter()
-        .filter(|j| j.disturbed())
-        .map(|j| {
-            format!(
-                "sweep {} {}: {:.1}",
-                j.sweep,
-                j.config.name(),
-                j.busy_during.unwrap_or(0.0)
-            )
-        })
-        .collect();
-    if log.iter().all(|j| j.busy_during.is_none()) {
-        notes.push(
-            "The load of other processes could not be read (no /proc): runs were not \
-             checked for disturbance."
-                .into(),
-        );
-    } else if disturbed.is_empty() {
-        notes.push(format!(
-            "No run was disturbed: other processes kept less than {BUSY_WARNING} CPU busy \
-             during every run."
-        ));
-    } else {
-        notes.push(format!(
-            "Disturbed runs (other processes kept this many CPUs busy meanwhile; each was \
-             repeated up to {RETRIES} times, and only undisturbed runs count where a \
-             configuration has any): {}.",
-            disturbed.join(", ")
-        ));
-        for &config in configs {
-            if log
-                .iter()
-                .filter(|j| j.config == config)
-                .all(JobLog::disturbed)
-            {
-                notes.push(format!(
-                    "Every run of {} was disturbed: its figures are suspect.",
-                    config.name()
-                ));
-            }
-        }
-    }
+fn notes(configs: &[Config], log: &[JobLog<Config>]) -> Vec<String> {
+    let mut notes = disturbance_notes(configs, log, RETRIES);
     if !cfg!(feature = "mpi") {
         notes.push(format!(
             "This mttl-bench was built without the `mpi` feature, so only mttl's TCP backend \
              was measured and the targets were not checked. For the MPI configurations run \
              `{MPI_BUILD_HINT}`."
         ));
-    } else if configs.len() < Config::ALL.len() {
-        let missing: Vec<&str> = Config::ALL
-            .into_iter()
-            .filter(|c| !configs.contains(c))
-            .map(Config::name)
-            .collect();
-        notes.push(format!(
-            "Not measured this time (see --backends): {}.",
-            missing.join(", ")
-        ));
+    } else {
+        notes.extend(not_measured_note(&Config::ALL, configs));
     }
     notes
 }

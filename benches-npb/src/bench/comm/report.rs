@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 use super::measure::{Plan, SAMPLES};
 use super::results::RunResult;
 use super::Config;
+use crate::bench::common::jobs::BenchConfig;
+use crate::bench::common::report::{median, render_columns as render, Verdict};
 
 /// The best figures of one configuration at one size.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,20 +46,6 @@ struct ConfigSummary {
     clean_runs: usize,
     /// By size, in the order of `Summary::sizes`.
     best: Vec<Option<Best>>,
-}
-
-fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-    if sorted.is_empty() {
-        return None;
-    }
-    sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    Some(if sorted.len() % 2 == 1 {
-        sorted[mid]
-    } else {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
-    })
 }
 
 fn best_of(size: usize, runs: &[RunResult]) -> Option<Best> {
@@ -118,51 +106,6 @@ fn fmt_mib(bytes_per_s: f64) -> String {
         format!("{mib:.1}")
     } else {
         format!("{mib:.0}")
-    }
-}
-
-/// Renders right-aligned columns; `gaps` lists the columns after which a
-/// `|` separates groups.
-fn render(headers: &[String], rows: &[Vec<String>], gaps: &[usize]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        let mut out = String::new();
-        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            let _ = write!(out, "{cell:>w$}");
-            if i + 1 < cells.len() {
-                out.push_str(if gaps.contains(&i) { " | " } else { "  " });
-            }
-        }
-        out.push('\n');
-        out
-    };
-    let mut out = line(headers);
-    for row in rows {
-        out.push_str(&line(row));
-    }
-    out
-}
-
-/// Whether a target was met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Verdict {
-    Met,
-    Missed,
-    NotMeasured,
-}
-
-impl Verdict {
-    fn word(self) -> &'static str {
-        match self {
-            Verdict::Met => "met",
-            Verdict::Missed => "MISSED",
-            Verdict::NotMeasured => "not measured",
-        }
     }
 }
 

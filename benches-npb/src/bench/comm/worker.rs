@@ -13,6 +13,9 @@ use super::results::RunResult;
 #[cfg(not(feature = "mpi"))]
 use super::MPI_BUILD_HINT;
 use super::{measure, BenchError, Config};
+use crate::bench::common::jobs::BenchConfig;
+#[cfg(feature = "mpi")]
+use crate::bench::common::raw_mpi;
 
 /// Step 3 of the [module docs](super): one worker rank.
 pub(super) fn worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
@@ -58,23 +61,8 @@ fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchE
 #[cfg(feature = "mpi")]
 fn raw_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
     use mpi::topology::Communicator;
-    use mpi::Threading;
 
-    let setup = |detail: String| BenchError::Setup {
-        config: config.name(),
-        detail,
-    };
-    // The mttl MPI backend runs at FUNNELED; the baseline does the same.
-    let (universe, _) = mpi::initialize_with_threading(Threading::Funneled)
-        .ok_or_else(|| setup("MPI was already initialised in this process".into()))?;
-    let world = universe.world();
-    if world.size() != 2 {
-        return Err(setup(format!(
-            "the MPI job has {} ranks instead of 2 (was this program started by the mpirun \
-             of the MPI it was built against?)",
-            world.size()
-        )));
-    }
+    let (universe, world) = raw_mpi::init_pair(config.name())?;
     let rank = world.rank();
     let max_len = sizes
         .iter()

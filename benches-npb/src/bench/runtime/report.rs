@@ -13,6 +13,8 @@ use serde_json::{json, Map, Value};
 use super::measure::{Metric, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
 use super::results::RunResult;
 use super::Config;
+use crate::bench::common::jobs::BenchConfig;
+use crate::bench::common::report::{median, render_labelled as render, Verdict};
 
 /// The best figures of one configuration for one metric.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -134,74 +136,6 @@ fn rows() -> Vec<Row> {
             target: "",
         },
     ]
-}
-
-fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-    if sorted.is_empty() {
-        return None;
-    }
-    sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    Some(if sorted.len() % 2 == 1 {
-        sorted[mid]
-    } else {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
-    })
-}
-
-/// Renders left-aligned first column and right-aligned others.
-fn render(headers: &[String], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        let mut out = String::new();
-        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            if i == 0 {
-                let _ = write!(out, "{cell:<w$}");
-            } else {
-                let _ = write!(out, "  {cell:>w$}");
-            }
-        }
-        out.truncate(out.trim_end().len());
-        out.push('\n');
-        out
-    };
-    let mut out = line(headers);
-    for row in rows {
-        out.push_str(&line(row));
-    }
-    out
-}
-
-/// Whether a target was met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Verdict {
-    Met,
-    Missed,
-    NotMeasured,
-}
-
-impl Verdict {
-    fn word(self) -> &'static str {
-        match self {
-            Verdict::Met => "met",
-            Verdict::Missed => "MISSED",
-            Verdict::NotMeasured => "not measured",
-        }
-    }
-
-    fn of(met: bool) -> Verdict {
-        if met {
-            Verdict::Met
-        } else {
-            Verdict::Missed
-        }
-    }
 }
 
 /// One performance target and how the figures compare with it.

@@ -33,7 +33,7 @@ impl RunResult {
             .iter()
             .map(|(m, samples)| (m.key().to_owned(), json!(samples)))
             .collect();
-        json!({ "config": config, "backend": self.backend, "metrics": metrics })
+        results_file::run_json(config, &self.backend, "metrics", metrics.into())
     }
 
     /// Writes the file at `path`.
@@ -48,24 +48,13 @@ impl RunResult {
 
     /// Parses the file's JSON, checking it names `config`.
     fn from_json(config: &str, value: &Value) -> Result<RunResult, String> {
-        let named = value["config"].as_str().unwrap_or_default();
-        if named != config {
-            return Err(format!("it names configuration {named:?}"));
-        }
-        let backend = value["backend"]
-            .as_str()
-            .ok_or("it names no backend")?
-            .to_owned();
+        let backend = results_file::run_backend(config, value)?;
         let entries = value["metrics"].as_object().ok_or("it has no metrics")?;
         let mut metrics = Vec::with_capacity(entries.len());
         for (key, samples) in entries {
             let metric = Metric::from_key(key).ok_or(format!("unknown metric {key:?}"))?;
-            let samples: Vec<f64> = samples
-                .as_array()
-                .ok_or(format!("{key:?} is not a list"))?
-                .iter()
-                .map(|v| v.as_f64().ok_or(format!("{key:?} holds a non-number")))
-                .collect::<Result<_, _>>()?;
+            let samples =
+                results_file::numbers(samples, key).ok_or(format!("{key:?} is not a list"))??;
             metrics.push((metric, samples));
         }
         Ok(RunResult { backend, metrics })

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use super::results::RunResult;
 use crate::bench::comm::Config;
+use crate::bench::common::report::median;
 
 /// The paper's comparison: remote-write throughput against raw MPI.
 pub(super) const TARGET_SMALL: (usize, f64) = (512, 0.8);
@@ -41,20 +42,6 @@ pub(super) fn size_label(size: usize) -> String {
         }
     }
     format!("{size} B")
-}
-
-fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-    if sorted.is_empty() {
-        return None;
-    }
-    sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    Some(if sorted.len() % 2 == 1 {
-        sorted[mid]
-    } else {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
-    })
 }
 
 /// The figures kept for one configuration and size.

@@ -45,7 +45,7 @@ impl RunResult {
                 })
             })
             .collect();
-        json!({ "config": config, "backend": self.backend, "sizes": sizes })
+        results_file::run_json(config, &self.backend, "sizes", sizes.into())
     }
 
     /// Writes the file at `path`.
@@ -60,30 +60,12 @@ impl RunResult {
 
     /// Parses the file's JSON, checking it names `config`.
     fn from_json(config: &str, value: &Value) -> Result<RunResult, String> {
-        let named = value["config"].as_str().unwrap_or_default();
-        if named != config {
-            return Err(format!("it names configuration {named:?}"));
-        }
-        let backend = value["backend"]
-            .as_str()
-            .ok_or("it names no backend")?
-            .to_owned();
+        let backend = results_file::run_backend(config, value)?;
         let entries = value["sizes"].as_array().ok_or("it has no sizes")?;
         let mut sizes = Vec::with_capacity(entries.len());
         for entry in entries {
-            let count = |field: &str| {
-                entry[field]
-                    .as_u64()
-                    .ok_or(format!("a size lacks a valid {field:?}"))
-            };
-            let figures = |field: &str| -> Result<Vec<f64>, String> {
-                entry[field]
-                    .as_array()
-                    .ok_or(format!("a size lacks {field:?}"))?
-                    .iter()
-                    .map(|v| v.as_f64().ok_or(format!("{field:?} holds a non-number")))
-                    .collect()
-            };
+            let count = |field: &str| results_file::count(entry, field);
+            let figures = |field: &str| results_file::figures(entry, field);
             sizes.push(SizeSamples {
                 size: count("size")?,
                 window: count("window")?,

@@ -21,6 +21,9 @@ use mttl::{GlobalArray, GlobalPtr};
 use super::measure::{self, SizeSamples, Transfer, FILL};
 use super::results::RunResult;
 use crate::bench::comm::{BenchError, Config};
+use crate::bench::common::jobs::BenchConfig;
+#[cfg(feature = "mpi")]
+use crate::bench::common::raw_mpi;
 
 /// What every worker is asked to measure.
 #[derive(Debug, Clone)]
@@ -152,7 +155,6 @@ fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), BenchError>
     use mpi::datatype::Equivalence;
     use mpi::point_to_point::{Destination, Source};
     use mpi::topology::{Communicator, SimpleCommunicator};
-    use mpi::Threading;
 
     /// Plain `MPI_Send` / `MPI_Recv` / `MPI_Barrier`.
     struct RawSends {
@@ -196,21 +198,7 @@ fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), BenchError>
         }
     }
 
-    let setup = |detail: String| BenchError::Setup {
-        config: config.name(),
-        detail,
-    };
-    // The mttl MPI backend runs at FUNNELED; the baseline does the same.
-    let (universe, _) = mpi::initialize_with_threading(Threading::Funneled)
-        .ok_or_else(|| setup("MPI was already initialised in this process".into()))?;
-    let world = universe.world();
-    if world.size() != 2 {
-        return Err(setup(format!(
-            "the MPI job has {} ranks instead of 2 (was this program started by the mpirun \
-             of the MPI it was built against?)",
-            world.size()
-        )));
-    }
+    let (universe, world) = raw_mpi::init_pair(config.name())?;
     let largest = task.sizes.iter().copied().max().unwrap_or(1);
     let mut sends = RawSends {
         world,
