@@ -5,7 +5,6 @@
 //! slow sample), and of the K runs the best is kept: the lowest round trip,
 //! the highest bandwidth (the VM is shared; slower runs measure neighbours).
 
-use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
@@ -13,7 +12,9 @@ use super::measure::{Plan, SAMPLES};
 use super::results::RunResult;
 use super::Config;
 use crate::bench::common::jobs::BenchConfig;
-use crate::bench::common::report::{median, render_columns as render, Verdict};
+use crate::bench::common::report::{
+    median, render_columns as render, targets_text, Target, Verdict,
+};
 
 /// The best figures of one configuration at one size.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -107,14 +108,6 @@ fn fmt_mib(bytes_per_s: f64) -> String {
     } else {
         format!("{mib:.0}")
     }
-}
-
-/// One performance target and how the figures compare with it.
-#[derive(Debug, Clone)]
-pub(super) struct Target {
-    pub(super) name: &'static str,
-    pub(super) verdict: Verdict,
-    pub(super) detail: String,
 }
 
 impl Summary {
@@ -267,7 +260,7 @@ impl Summary {
             None => not_measured(needs(Config::Mpi, Config::RawMpi, 8)),
         };
         targets.push(Target {
-            name: "mttl MPI backend: 8 B round trip at most 0.1 µs above raw rsmpi",
+            name: "mttl MPI backend: 8 B round trip at most 0.1 µs above raw rsmpi".into(),
             verdict,
             detail,
         });
@@ -299,7 +292,7 @@ impl Summary {
             (Verdict::Missed, misses.join(", "))
         };
         targets.push(Target {
-            name: "mttl MPI backend: within 5% of raw rsmpi at 4 KiB and above",
+            name: "mttl MPI backend: within 5% of raw rsmpi at 4 KiB and above".into(),
             verdict,
             detail,
         });
@@ -316,7 +309,7 @@ impl Summary {
             None => not_measured(format!("needs {} at 8", Config::Tcp.name())),
         };
         targets.push(Target {
-            name: "mttl TCP backend: 8 B round trip at most 10 µs",
+            name: "mttl TCP backend: 8 B round trip at most 10 µs".into(),
             verdict,
             detail,
         });
@@ -333,7 +326,8 @@ impl Summary {
             None => not_measured(needs(Config::Tcp, Config::RawMpiTcp, 8)),
         };
         targets.push(Target {
-            name: "mttl TCP backend: 8 B round trip not slower than Open MPI's TCP transport",
+            name: "mttl TCP backend: 8 B round trip not slower than Open MPI's TCP transport"
+                .into(),
             verdict,
             detail,
         });
@@ -358,7 +352,7 @@ impl Summary {
             None => not_measured(needs(Config::Tcp, Config::RawMpiTcp, mib1)),
         };
         targets.push(Target {
-            name: "mttl TCP backend: 1 MiB bandwidth at least 0.9x Open MPI's TCP transport",
+            name: "mttl TCP backend: 1 MiB bandwidth at least 0.9x Open MPI's TCP transport".into(),
             verdict,
             detail,
         });
@@ -367,11 +361,7 @@ impl Summary {
 
     /// The targets as text, one per line.
     pub(super) fn targets_text(&self) -> String {
-        let mut out = String::from("\nTargets\n");
-        for t in self.targets() {
-            let _ = writeln!(out, "  [{}] {} ({})", t.verdict.word(), t.name, t.detail);
-        }
-        out
+        targets_text(&self.targets())
     }
 
     /// The whole invocation as one JSON document.

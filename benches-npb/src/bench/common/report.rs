@@ -95,6 +95,23 @@ impl Verdict {
     }
 }
 
+/// One performance target and how the figures compare with it.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) name: String,
+    pub(crate) verdict: Verdict,
+    pub(crate) detail: String,
+}
+
+/// The "Targets" block: one line per target.
+pub(crate) fn targets_text(targets: &[Target]) -> String {
+    let mut out = String::from("\nTargets\n");
+    for t in targets {
+        let _ = writeln!(out, "  [{}] {} ({})", t.verdict.word(), t.name, t.detail);
+    }
+    out
+}
+
 /// `MTTL_SPIN_US` as the method lines state it.
 pub(crate) fn spin_us_setting() -> String {
     std::env::var(mttl_comm::env::SPIN_US).unwrap_or_else(|_| "50 (default)".into())

@@ -6,7 +6,6 @@
 //! measure the neighbours).
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
 
@@ -14,7 +13,9 @@ use super::measure::{Metric, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
 use super::results::RunResult;
 use super::Config;
 use crate::bench::common::jobs::BenchConfig;
-use crate::bench::common::report::{median, render_labelled as render, Verdict};
+use crate::bench::common::report::{
+    median, render_labelled as render, targets_text, Target, Verdict,
+};
 
 /// The best figures of one configuration for one metric.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -136,14 +137,6 @@ fn rows() -> Vec<Row> {
             target: "",
         },
     ]
-}
-
-/// One performance target and how the figures compare with it.
-#[derive(Debug, Clone)]
-pub(super) struct Target {
-    pub(super) name: String,
-    pub(super) verdict: Verdict,
-    pub(super) detail: String,
 }
 
 /// Everything measured in one invocation.
@@ -288,11 +281,7 @@ impl Summary {
 
     /// The targets as text, one per line.
     pub(super) fn targets_text(&self) -> String {
-        let mut out = String::from("\nTargets\n");
-        for t in self.targets() {
-            let _ = writeln!(out, "  [{}] {} ({})", t.verdict.word(), t.name, t.detail);
-        }
-        out
+        targets_text(&self.targets())
     }
 
     /// The whole invocation as one JSON document.
