@@ -187,6 +187,40 @@ fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
     condition()
 }
 
+/// A rank's script: `prefix` (e.g. a `trap`), then write its pid to
+/// `pid.RANK` in the directory given as `$0`, then sleep.
+fn pid_then_sleep(prefix: &str) -> String {
+    format!(r#"{prefix}echo $$ > "$0/pid.$MTTL_RANK"; exec sleep 30"#)
+}
+
+/// `mttlrun -n N -- sh -c SCRIPT DIR`, every rank running
+/// [`pid_then_sleep`]`(prefix)` with `dir` as `$0`.
+fn sleeping_job(dir: &TestDir, n: usize, prefix: &str) -> Command {
+    let mut command = mttlrun();
+    command
+        .args(["-n", &n.to_string(), "--", "sh", "-c"])
+        .arg(pid_then_sleep(prefix))
+        .arg(dir.path());
+    command
+}
+
+/// Starts `command` and waits until its `n` ranks have written their pids
+/// into `dir`.
+fn start_ranks(command: Command, dir: &TestDir, n: usize) -> Running {
+    let running = start(command);
+    assert!(
+        wait_until(Duration::from_secs(5), || dir.count("pid.") == n),
+        "the ranks started"
+    );
+    running
+}
+
+/// Asserts that less than `limit` has passed since `since`.
+fn assert_soon_after(since: Instant, limit: Duration) {
+    let elapsed = since.elapsed();
+    assert!(elapsed < limit, "{elapsed:?}");
+}
+
 const LIMIT: Duration = Duration::from_secs(20);
 
 #[test]
@@ -369,21 +403,8 @@ fn a_rank_killed_by_a_signal_is_reported() {
 #[test]
 fn sigint_to_mttlrun_stops_every_rank() {
     let dir = TestDir::new("sigint");
-    let mut command = mttlrun();
-    command.args([
-        "-n",
-        "3",
-        "--",
-        "sh",
-        "-c",
-        r#"echo $$ > "$0/pid.$MTTL_RANK"; exec sleep 30"#,
-    ]);
-    command.arg(dir.path());
-    let running = start(command);
-    assert!(
-        wait_until(Duration::from_secs(5), || dir.count("pid.") == 3),
-        "the ranks started"
-    );
+    let command = sleeping_job(&dir, 3, "");
+    let running = start_ranks(command, &dir, 3);
     let signalled = Instant::now();
     running.signal(libc::SIGINT);
     let (output, _) = running.finish(LIMIT);
@@ -393,27 +414,14 @@ fn sigint_to_mttlrun_stops_every_rank() {
         stderr.contains("mttlrun: got SIGINT; stopping the job"),
         "{stderr}"
     );
-    assert!(
-        signalled.elapsed() < Duration::from_millis(1500),
-        "{:?}",
-        signalled.elapsed()
-    );
+    assert_soon_after(signalled, Duration::from_millis(1500));
     assert_all_gone(&dir.pids("pid."), Duration::from_secs(1));
 }
 
 #[test]
 fn sigint_ignored_when_mttlrun_starts_stays_ignored() {
     let dir = TestDir::new("sigint-ignored");
-    let mut command = mttlrun();
-    command.args([
-        "-n",
-        "2",
-        "--",
-        "sh",
-        "-c",
-        r#"echo $$ > "$0/pid.$MTTL_RANK"; exec sleep 30"#,
-    ]);
-    command.arg(dir.path());
+    let mut command = sleeping_job(&dir, 2, "");
     // SAFETY: runs in the forked child before exec; signal(2) is
     // async-signal-safe and nothing is allocated.
     unsafe {
@@ -422,11 +430,7 @@ fn sigint_ignored_when_mttlrun_starts_stays_ignored() {
             Ok(())
         });
     }
-    let running = start(command);
-    assert!(
-        wait_until(Duration::from_secs(5), || dir.count("pid.") == 2),
-        "the ranks started"
-    );
+    let running = start_ranks(command, &dir, 2);
     running.signal(libc::SIGINT);
     thread::sleep(Duration::from_millis(300));
     let pids = dir.pids("pid.");
@@ -445,21 +449,8 @@ fn sigint_ignored_when_mttlrun_starts_stays_ignored() {
 #[test]
 fn ranks_ignoring_sigterm_are_killed_after_the_grace_period() {
     let dir = TestDir::new("grace");
-    let mut command = mttlrun();
-    command.args([
-        "-n",
-        "2",
-        "--",
-        "sh",
-        "-c",
-        r#"trap '' TERM; echo $$ > "$0/pid.$MTTL_RANK"; exec sleep 30"#,
-    ]);
-    command.arg(dir.path());
-    let running = start(command);
-    assert!(
-        wait_until(Duration::from_secs(5), || dir.count("pid.") == 2),
-        "the ranks started"
-    );
+    let command = sleeping_job(&dir, 2, "trap '' TERM; ");
+    let running = start_ranks(command, &dir, 2);
     let signalled = Instant::now();
     running.signal(libc::SIGTERM);
     let (output, _) = running.finish(LIMIT);
@@ -480,21 +471,8 @@ fn ranks_ignoring_sigterm_are_killed_after_the_grace_period() {
 #[test]
 fn a_second_signal_kills_at_once() {
     let dir = TestDir::new("second-signal");
-    let mut command = mttlrun();
-    command.args([
-        "-n",
-        "2",
-        "--",
-        "sh",
-        "-c",
-        r#"trap '' INT TERM; echo $$ > "$0/pid.$MTTL_RANK"; exec sleep 30"#,
-    ]);
-    command.arg(dir.path());
-    let running = start(command);
-    assert!(
-        wait_until(Duration::from_secs(5), || dir.count("pid.") == 2),
-        "the ranks started"
-    );
+    let command = sleeping_job(&dir, 2, "trap '' INT TERM; ");
+    let running = start_ranks(command, &dir, 2);
     let signalled = Instant::now();
     running.signal(libc::SIGINT);
     thread::sleep(Duration::from_millis(200));
@@ -503,11 +481,7 @@ fn a_second_signal_kills_at_once() {
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(128 + libc::SIGINT), "{stderr}");
     assert!(stderr.contains("killing every rank now"), "{stderr}");
-    assert!(
-        signalled.elapsed() < Duration::from_millis(1500),
-        "{:?}",
-        signalled.elapsed()
-    );
+    assert_soon_after(signalled, Duration::from_millis(1500));
     assert_all_gone(&dir.pids("pid."), Duration::from_secs(1));
 }
 
@@ -521,23 +495,15 @@ fn ranks_die_with_a_launcher_killed_outright() {
     command
         .env("MTTL_RSH", &rsh)
         .args(["-n", "2", "--hosts", "localhost,nodeb", "--", "sh", "-c"])
-        .arg(r#"echo $$ > "$0/pid.$MTTL_RANK"; exec sleep 30"#)
+        .arg(pid_then_sleep(""))
         .arg(dir.path());
-    let running = start(command);
-    assert!(
-        wait_until(Duration::from_secs(5), || dir.count("pid.") == 2),
-        "the ranks started"
-    );
+    let running = start_ranks(command, &dir, 2);
     let signalled = Instant::now();
     running.signal(libc::SIGKILL);
     let (output, _) = running.finish(LIMIT);
     assert_eq!(output.status.signal(), Some(libc::SIGKILL));
     // The ranks held mttlrun's output open: it ended when they died.
-    assert!(
-        signalled.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        signalled.elapsed()
-    );
+    assert_soon_after(signalled, Duration::from_secs(2));
     assert_all_gone(&dir.pids("pid."), Duration::from_secs(2));
 }
 
@@ -592,7 +558,7 @@ fn a_rank_that_cannot_start_stops_the_ranks_already_started() {
     command
         .env("MTTL_RSH", dir.path().join("no-such-ssh"))
         .args(["-n", "2", "--hosts", "localhost,nodeb", "--", "sh", "-c"])
-        .arg(r#"echo $$ > "$0/pid.$MTTL_RANK"; exec sleep 30"#)
+        .arg(pid_then_sleep(""))
         .arg(dir.path());
     let (output, elapsed) = run(command, LIMIT);
     let stderr = text(&output.stderr);
