@@ -11,7 +11,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mttl_comm::{AnyComm, Comm, ErrorKind, Message, Rank, Tag};
+use mttl_comm::{AnyComm, Comm, Envelope, ErrorKind, Message, Rank, Received, Tag};
 
 /// How long one job may take before the test fails (and the job is killed).
 const JOB_TIMEOUT: Duration = Duration::from_secs(180);
@@ -418,6 +418,140 @@ fn errors_and_timeouts(c: &mut AnyComm) {
     }
 }
 
+/// What rank 0 sends rank 1 in `recv_from_into_places_or_hands_over`: tag,
+/// length, and whether it must land in rank 1's buffer of
+/// [`INTO_ROOM`] bytes (it fits and is accepted: tags 4 and 5 are refused).
+const INTO_PLAN: &[(Tag, usize, bool)] = &[
+    (1, 1000, true),
+    (2, 1 << 20, true),
+    (3, 3 << 20, false),
+    (4, 1 << 20, false),
+    (5, 100, false),
+    (6, (3 << 19) + 5, true),
+    (7, INTO_ROOM, true),
+    (8, 70_000, true),
+];
+const INTO_ROOM: usize = 2 << 20;
+/// What rank 2 sends rank 1 meanwhile: tag, length.
+const INTO_NOISE: &[(Tag, usize)] = &[
+    (20, 10),
+    (21, 200_000),
+    (22, 50),
+    (23, 500_000),
+    (24, 1 << 20),
+];
+
+/// Rank 0 sends rank 1 small and large messages, some fitting rank 1's
+/// buffer and accepted, some too large, some refused, while rank 2 sends
+/// rank 1 small and large messages of its own. Rank 1 takes rank 0's with
+/// `recv_from_into` and checks each lands in the buffer (and nothing past
+/// it) exactly when it fits and is accepted, is handed over otherwise, and
+/// comes in order; then rank 2's, in order. Last, a large message whose
+/// payload is already being received (rank 1 probed it first) still lands.
+fn recv_from_into_places_or_hands_over(c: &mut AnyComm) {
+    match c.rank() {
+        0 => {
+            assert_eq!(recv_from(c, 1).data, b"go");
+            let mut handles = Vec::new();
+            for (i, &(tag, len, _)) in INTO_PLAN.iter().enumerate() {
+                let data = pattern(into_seed(0, tag), len);
+                if i % 2 == 0 {
+                    c.send(1, tag, &data).unwrap();
+                } else {
+                    handles.push(c.nsend(1, tag, data).unwrap());
+                }
+            }
+            wait_all_sends(c, &handles);
+            assert_eq!(recv_from(c, 1).data, b"probe");
+            c.send(1, 9, &pattern(into_seed(0, 9), 1 << 20)).unwrap();
+        }
+        1 => {
+            let mut buf = vec![0u8; INTO_ROOM];
+            let accept = |e: &Envelope| e.tag != 4 && e.tag != 5;
+            let got = c
+                .recv_from_into(0, Some(Duration::from_millis(20)), &mut buf, &accept)
+                .unwrap();
+            assert!(got.is_none(), "rank 0 has sent nothing yet: {got:?}");
+            c.send(0, 0, b"go").unwrap();
+            for &(tag, len, placed) in INTO_PLAN {
+                recv_into_and_check(c, &mut buf, &accept, tag, len, placed);
+            }
+            for &(tag, len) in INTO_NOISE {
+                let m = recv_from(c, 2);
+                assert_eq!(
+                    (m.tag, m.data.len()),
+                    (tag, len),
+                    "rank 2's messages out of order"
+                );
+                assert!(
+                    m.data == pattern(into_seed(2, tag), len),
+                    "rank 2's message {tag}: wrong bytes"
+                );
+            }
+            // Probing takes the marker out of MPI: its payload is then
+            // received into the backend's own memory.
+            c.send(0, 0, b"probe").unwrap();
+            let start = Instant::now();
+            while c.probe().unwrap().is_none() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(60),
+                    "nothing from rank 0"
+                );
+            }
+            recv_into_and_check(c, &mut buf, &accept, 9, 1 << 20, true);
+        }
+        2 => {
+            for &(tag, len) in INTO_NOISE {
+                c.send(1, tag, &pattern(into_seed(2, tag), len)).unwrap();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn into_seed(src: Rank, tag: Tag) -> u64 {
+    (src as u64) << 32 | u64::from(tag)
+}
+
+/// Takes the next message from rank 0 with `recv_from_into` and checks it
+/// is message `tag` of `len` bytes, placed in `buf` (and nothing past it)
+/// if `placed`, else handed over with `buf` untouched.
+fn recv_into_and_check(
+    c: &mut AnyComm,
+    buf: &mut [u8],
+    accept: &dyn Fn(&Envelope) -> bool,
+    tag: Tag,
+    len: usize,
+    placed: bool,
+) {
+    buf.fill(0xee);
+    let got = c
+        .recv_from_into(0, Some(Duration::from_secs(60)), buf, accept)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("message {tag} from rank 0 did not come"));
+    let want = pattern(into_seed(0, tag), len);
+    match got {
+        Received::Placed(e) => {
+            assert!(placed, "message {tag} ({len} B) was placed");
+            assert_eq!((e.source, e.tag, e.len), (0, tag, len), "out of order");
+            assert!(buf[..len] == want, "message {tag}: wrong bytes placed");
+            assert!(
+                buf[len..].iter().all(|&b| b == 0xee),
+                "message {tag}: bytes written past its length"
+            );
+        }
+        Received::Owned(m) => {
+            assert!(!placed, "message {tag} ({len} B) was not placed");
+            assert_eq!((m.source, m.tag), (0, tag), "out of order");
+            assert!(m.data == want, "message {tag}: wrong bytes");
+            assert!(
+                buf.iter().all(|&b| b == 0xee),
+                "message {tag} touched the buffer"
+            );
+        }
+    }
+}
+
 /// Each rank sends one message around a ring, receives one, and finishes
 /// at once: ranks reach `finish` at different moments, with traffic still
 /// in flight, and every one must leave cleanly.
@@ -526,6 +660,17 @@ macro_rules! conformance_suite {
                         super::ring_then_finish,
                     );
                 }
+            }
+
+            #[test]
+            fn recv_from_into_places_or_hands_over() {
+                run_job(
+                    stringify!($backend),
+                    3,
+                    &name("recv_from_into_places_or_hands_over"),
+                    &[],
+                    super::recv_from_into_places_or_hands_over,
+                );
             }
 
             #[test]

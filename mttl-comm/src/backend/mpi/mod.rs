@@ -40,6 +40,7 @@
 //! | `send_done` | `MPI_Test` (and one drain while in flight)                             |
 //! | `recv_from` | inbox, else `MPI_Test` loop on the posted receive                      |
 //! | `recv_any`  | inbox, else `MPI_Test` loop on the posted receive                      |
+//! | `recv_from_into` | as `recv_from`; a large message next from the source is `MPI_Irecv`'d into the caller's buffer (`in_place.rs`) |
 //!
 //! A drain is one `MPI_Test` of the posted receive and, if it got a message,
 //! filing it into the inbox (re-posting at the next poll). Every primitive
@@ -74,6 +75,10 @@
 //! 3. A message of at most 4 KiB is copied out of the posted buffer into a
 //!    `Vec` of its size; a larger one keeps the buffer (shrunk to fit) and a
 //!    new one is posted next time.
+//! 4. `recv_from_into` only: a marker that is the next message from the
+//!    source, whose payload fits the caller's buffer and is accepted, is not
+//!    filed; its payload is received straight into that buffer and waited
+//!    for, however long the timeout (`in_place.rs` explains why).
 //!
 //! ## `finish`, step by step
 //!
@@ -107,6 +112,7 @@
 //! - A program started by another MPI's launcher is refused at `init`
 //!   (`launcher.rs`).
 
+mod in_place;
 mod inbox;
 mod launcher;
 mod posted;
@@ -127,7 +133,7 @@ use self::launcher::LauncherVars;
 use self::posted::Posted;
 use self::raw::{Channel, MpiCode, World, MIN_TAG_UB};
 use self::sends::{PendingSends, SendState};
-use crate::comm::{Comm, Envelope, Message, Rank, SendHandle, Tag};
+use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env;
 use crate::error::{CommError, ErrorKind, Op};
 
@@ -446,6 +452,18 @@ impl Comm for MpiComm {
         let op = Op::RecvFrom(source);
         self.check_rank(op, source)?;
         self.wait_message(op, Some(source), timeout)
+    }
+
+    fn recv_from_into(
+        &mut self,
+        source: Rank,
+        timeout: Option<Duration>,
+        buf: &mut [u8],
+        accept: &dyn Fn(&Envelope) -> bool,
+    ) -> Result<Option<Received>, CommError> {
+        let op = Op::RecvFrom(source);
+        self.check_rank(op, source)?;
+        self.recv_in_place(op, source, timeout, buf, accept)
     }
 
     #[inline]

@@ -15,6 +15,7 @@
 //! |------------------|-----------------------------------------------------|
 //! | `recv_from(src)` | other senders' messages, as they come               |
 //! | `recv_any`       | nothing more: it takes whatever comes               |
+//! | `recv_from_into` | as `recv_from`; then, for a payload received in place, at every poll once the spin is over (`in_place.rs`) |
 //! | large `send`     | at every poll, until the send is done               |
 //! | `send_done`      | one message, when the send is still in flight       |
 //! | `finish`         | at every poll, until no send or receive is in flight |
@@ -30,8 +31,24 @@ use super::posted::Arrival;
 use super::raw::{Channel, MpiCode, Request};
 use super::wait::{self, Backoff};
 use super::{MpiComm, SMALL_MAX};
-use crate::comm::{Message, Rank};
+use crate::comm::{Envelope, Message, Rank, Tag};
 use crate::error::{CommError, ErrorKind, Op};
+
+/// What [`MpiComm::wait_next`] found.
+#[derive(Debug)]
+pub(super) enum Next {
+    /// A whole message.
+    Message(Message),
+    /// The marker of the next message from the awaited source, taken by the
+    /// wait's `claim`: a payload of `len` bytes under `tag` follows on the
+    /// large channel, and no receive is posted for it yet.
+    Claimed {
+        /// The sender's tag.
+        tag: Tag,
+        /// The payload's length in bytes.
+        len: usize,
+    },
+}
 
 impl MpiComm {
     /// Polls the pre-posted receive once (posting it first if needed).
@@ -83,12 +100,33 @@ impl MpiComm {
     /// Waits for the next message from `source` (`None`: from anyone),
     /// from the inbox or from MPI, until `timeout` passes, spinning then
     /// parking; waiting for one source, files the others' into the inbox.
+    #[inline]
     pub(super) fn wait_message(
         &mut self,
         op: Op,
         source: Option<Rank>,
         timeout: Option<Duration>,
     ) -> Result<Option<Message>, CommError> {
+        match self.wait_next(op, source, timeout, None)? {
+            None => Ok(None),
+            Some(Next::Message(message)) => Ok(Some(message)),
+            Some(Next::Claimed { .. }) => unreachable!("no marker is claimed without `claim`"),
+        }
+    }
+
+    /// [`wait_message`](MpiComm::wait_message), except that a marker from
+    /// `source` fresh out of MPI, with nothing older from `source` in the
+    /// inbox (so it is the next message from `source`), whose envelope
+    /// `claim` takes, is returned as [`Next::Claimed`] without posting the
+    /// receive of its payload: the caller must receive that payload (see
+    /// `in_place.rs`). Every other marker is filed as usual.
+    pub(super) fn wait_next(
+        &mut self,
+        op: Op,
+        source: Option<Rank>,
+        timeout: Option<Duration>,
+        claim: Option<&dyn Fn(&Envelope) -> bool>,
+    ) -> Result<Option<Next>, CommError> {
         let world = self.world;
         let mut backoff = Backoff::new(self.spin, timeout);
         loop {
@@ -96,7 +134,7 @@ impl MpiComm {
                 // The oldest message for this wait is here already; its
                 // payload may still be arriving.
                 match self.inbox.take(&world, at) {
-                    Ok(Some(message)) => return Ok(Some(message)),
+                    Ok(Some(message)) => return Ok(Some(Next::Message(message))),
                     Ok(None) => {}
                     Err(code) => return Err(self.mpi_error(op, code)),
                 }
@@ -106,7 +144,22 @@ impl MpiComm {
                     Some(Arrival::Message(message))
                         if source.is_none_or(|s| s == message.source) =>
                     {
-                        return Ok(Some(message));
+                        return Ok(Some(Next::Message(message)));
+                    }
+                    Some(Arrival::Marker {
+                        source: from,
+                        tag,
+                        len,
+                    }) if source == Some(from)
+                        && claim.is_some_and(|claim| {
+                            claim(&Envelope {
+                                source: from,
+                                tag,
+                                len,
+                            })
+                        }) =>
+                    {
+                        return Ok(Some(Next::Claimed { tag, len }));
                     }
                     other => other,
                 }
@@ -171,7 +224,11 @@ impl MpiComm {
                 }
             }
             if backoff.parked() {
-                self.reap_all(op)?;
+                if let Err(error) = self.reap_all(op) {
+                    // `data` must outlive the send, even on an error.
+                    self.wait_without_draining(&mut request);
+                    return Err(error);
+                }
             }
             backoff.idle();
         }
