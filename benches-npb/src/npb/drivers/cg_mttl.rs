@@ -11,16 +11,14 @@
 //!    of `stride` values (a flag, then the data), used alternately by the
 //!    slot's sequence number `seq` (1, 2, ...), which both partners count
 //!    alike.
-//! 2. A short exchange (a row sum) writes `seq` followed by its values
-//!    into buffer `seq % 2` of the slot on the partner, in one `nwrite`: a
-//!    write is applied at its owner as a whole, so it carries its own flag.
-//! 3. A long one (a vector) writes its values straight from the caller's
-//!    slice, then `seq` into the buffer's flag: writes from one node are
-//!    applied in the order they were sent, so the flag lands after the data.
-//!    On the MPI backend it first writes `seq` into the partner's `ready`
-//!    and waits for the partner's: MPI moves a large message only once the
-//!    receiver takes it, and a sender blocked on an absent partner naps,
-//!    while a node waiting here polls.
+//! 2. The sender writes its values straight from the caller's slice into
+//!    buffer `seq % 2` of the slot on the partner, then `seq` into the
+//!    buffer's flag: writes from one node are applied in the order they
+//!    were sent, so the flag lands after the data.
+//! 3. On the MPI backend a vector exchange first writes `seq` into the
+//!    partner's `ready` and waits for the partner's: MPI moves a large
+//!    message only once the receiver takes it, and a sender blocked on an
+//!    absent partner naps in the backend, while a node waiting here polls.
 //! 4. The receiver yields to the runtime (which applies incoming writes)
 //!    until the flag of its own buffer `seq % 2` is `seq`, then uses the
 //!    values where they landed (copies them out, or adds them to the row
@@ -117,18 +115,12 @@ impl MttlCg<'_> {
         let ready = slot * (2 * self.stride + 1);
         let at = ready + 1 + (seq as usize % 2) * self.stride;
         let theirs = self.landings[partner];
-        if send.len() <= MAX_ROW_SUM {
-            let mut short = [seq as f64; MAX_ROW_SUM + 1];
-            short[1..=send.len()].copy_from_slice(send);
-            theirs.add(at).nwrite_slice(&short[..=send.len()]);
-        } else {
-            if self.handshake {
-                theirs.add(ready).nwrite(seq as f64);
-                self.wait_for(ready, seq as f64);
-            }
-            theirs.add(at + 1).nwrite_slice(send);
-            theirs.add(at).nwrite(seq as f64);
+        if self.handshake && send.len() > MAX_ROW_SUM {
+            theirs.add(ready).nwrite(seq as f64);
+            self.wait_for(ready, seq as f64);
         }
+        theirs.add(at + 1).nwrite_slice(send);
+        theirs.add(at).nwrite(seq as f64);
         self.wait_for(at, seq as f64);
         take(&self.landing.borrow()[at + 1..at + 1 + len]);
     }
