@@ -5,7 +5,6 @@
 //! slow sample), and of the K runs the best is kept: the lowest round trip,
 //! the highest bandwidth (the VM is shared; slower runs measure neighbours).
 
-
 use serde_json::{json, Value};
 
 use super::measure::{Plan, SAMPLES};
