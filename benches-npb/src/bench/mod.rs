@@ -8,6 +8,7 @@
 
 pub mod comm;
 mod common;
+pub use common::cpu_load;
 mod error;
 pub mod load;
 mod results_file;

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
+use benches_npb::bench::cpu_load;
 use benches_npb::npb::cg::CgGrid;
 use benches_npb::npb::drivers::{Kernel, Variant};
 use benches_npb::npb::is::check_procs;
@@ -195,11 +196,11 @@ fn sweep(cli: &Cli) -> Result<bool, String> {
             );
             for attempt in 0..=cli.retries {
                 progress.show(&format!("{what} waiting for a quiet machine ..."));
-                load::settle(QUIET_CPUS, Duration::from_secs_f64(cli.settle.max(0.0)));
+                cpu_load::settle(QUIET_CPUS, Duration::from_secs_f64(cli.settle.max(0.0)));
                 progress.show(&format!("{what} ..."));
-                let watch = load::Watch::start();
+                let meter = cpu_load::Meter::start();
                 let result = run_once(&npb, c);
-                let foreign = watch.foreign_cpus().unwrap_or(0.0);
+                let foreign = meter.and_then(|m| m.foreign_cpus()).unwrap_or(0.0);
                 match result {
                     Ok((seconds, _)) if foreign >= QUIET_CPUS && attempt < cli.retries => {
                         progress.done(&format!(
@@ -498,93 +499,4 @@ fn plot(
         .draw()?;
     root.present()?;
     Ok(())
-}
-
-mod load {
-    //! How busy other processes keep the machine, from `/proc/stat`: while
-    //! this process sleeps (before a run), or less this process's children's
-    //! CPU time (during a run).
-
-    use std::time::{Duration, Instant};
-
-    /// How long one sample watches the machine.
-    const WINDOW: Duration = Duration::from_millis(200);
-
-    /// Busy and total CPU time over all CPUs, in clock ticks, and the CPUs.
-    fn cpu_times() -> Option<(u64, u64, usize)> {
-        let stat = std::fs::read_to_string("/proc/stat").ok()?;
-        let mut lines = stat.lines();
-        let fields: Vec<u64> = lines
-            .next()?
-            .strip_prefix("cpu ")?
-            .split_whitespace()
-            .filter_map(|f| f.parse().ok())
-            .collect();
-        // user nice system idle iowait irq softirq steal ...
-        let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0);
-        let total: u64 = fields.iter().take(8).sum();
-        let cpus = lines
-            .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
-            .count();
-        Some((total - idle, total, cpus.max(1)))
-    }
-
-    /// CPUs kept busy by others over one window.
-    fn foreign_busy_cpus() -> Option<f64> {
-        let (busy0, total0, cpus) = cpu_times()?;
-        std::thread::sleep(WINDOW);
-        let (busy1, total1, _) = cpu_times()?;
-        let total = total1.checked_sub(total0).filter(|&t| t > 0)?;
-        Some(busy1.saturating_sub(busy0) as f64 / total as f64 * cpus as f64)
-    }
-
-    /// CPU time, in clock ticks, of this process's waited-for descendants
-    /// (`cutime` + `cstime` of `/proc/self/stat`).
-    fn children_ticks() -> Option<u64> {
-        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-        // The fields after the command name, which ends at the last ')':
-        // state is field 3 of the file, cutime and cstime fields 16 and 17.
-        let rest = &stat[stat.rfind(')')? + 1..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-        Some(field(16)? + field(17)?)
-    }
-
-    /// Watches the machine during a run of a child.
-    pub(super) struct Watch {
-        start: Option<(u64, u64, usize, u64)>,
-    }
-
-    impl Watch {
-        /// Starts watching.
-        pub(super) fn start() -> Watch {
-            let start = cpu_times()
-                .zip(children_ticks())
-                .map(|((busy, total, cpus), children)| (busy, total, cpus, children));
-            Watch { start }
-        }
-
-        /// CPUs kept busy since the start by processes other than this one's
-        /// waited-for children, or `None` where `/proc` cannot be read.
-        pub(super) fn foreign_cpus(&self) -> Option<f64> {
-            let (busy0, total0, cpus, children0) = self.start?;
-            let (busy1, total1, _) = cpu_times()?;
-            let children = children_ticks()?.saturating_sub(children0);
-            let total = total1.checked_sub(total0).filter(|&t| t > 0)?;
-            let foreign = busy1.saturating_sub(busy0).saturating_sub(children);
-            Some(foreign as f64 / total as f64 * cpus as f64)
-        }
-    }
-
-    /// Waits until others keep fewer than `threshold` CPUs busy, for at most
-    /// `limit`; returns the last reading.
-    pub(super) fn settle(threshold: f64, limit: Duration) -> Option<f64> {
-        let start = Instant::now();
-        loop {
-            let busy = foreign_busy_cpus()?;
-            if busy < threshold || start.elapsed() >= limit {
-                return Some(busy);
-            }
-        }
-    }
 }

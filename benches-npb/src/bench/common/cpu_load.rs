@@ -72,7 +72,7 @@ fn parse_own_ticks(stat: &str) -> Option<u64> {
 /// The number of CPUs other processes kept busy during the last
 /// [`WINDOW`] (this process sleeps meanwhile), or `None` where `/proc/stat`
 /// cannot be read.
-pub(crate) fn foreign_busy_cpus() -> Option<f64> {
+pub fn foreign_busy_cpus() -> Option<f64> {
     let meter = Meter::start()?;
     std::thread::sleep(WINDOW);
     meter.foreign_cpus()
@@ -81,7 +81,7 @@ pub(crate) fn foreign_busy_cpus() -> Option<f64> {
 /// Waits until other processes keep fewer than `threshold` CPUs busy, for
 /// at most `limit`, and returns the last reading (`None` where `/proc`
 /// cannot be read).
-pub(crate) fn settle(threshold: f64, limit: Duration) -> Option<f64> {
+pub fn settle(threshold: f64, limit: Duration) -> Option<f64> {
     let start = Instant::now();
     loop {
         let busy = foreign_busy_cpus()?;
@@ -93,14 +93,14 @@ pub(crate) fn settle(threshold: f64, limit: Duration) -> Option<f64> {
 
 /// Measures what other processes used while something ran.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Meter {
+pub struct Meter {
     machine: CpuTimes,
     own: u64,
 }
 
 impl Meter {
     /// Starts measuring; `None` where `/proc` cannot be read.
-    pub(crate) fn start() -> Option<Meter> {
+    pub fn start() -> Option<Meter> {
         Some(Meter {
             machine: cpu_times()?,
             own: own_ticks()?,
@@ -111,7 +111,7 @@ impl Meter {
     /// (children count as own once reaped).
     ///
     /// [`start`]: Meter::start
-    pub(crate) fn foreign_cpus(&self) -> Option<f64> {
+    pub fn foreign_cpus(&self) -> Option<f64> {
         let now = cpu_times()?;
         let own = own_ticks()?.saturating_sub(self.own);
         let total = now

@@ -9,7 +9,7 @@
 //! results file's shape and its tables; this module owns only the
 //! machinery they share.
 
-pub(crate) mod cpu_load;
+pub mod cpu_load;
 pub(crate) mod jobs;
 #[cfg(feature = "mpi")]
 pub(crate) mod raw_mpi;
