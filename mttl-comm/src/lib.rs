@@ -8,7 +8,7 @@
 //! - [`backend`]: the implementations: `tcp` (always built, the default) and
 //!   `mpi` (cargo feature `mpi`, on rsmpi), and [`AnyComm`], the backend chosen
 //!   at start-up from the launch environment.
-//! - [`env`]: the launch environment, the contract between a launcher
+//! - [`env`](mod@env): the launch environment, the contract between a launcher
 //!   (`mttlrun`, `mpirun`, `srun`, or none) and the backends.
 //! - [`launch`]: the launcher library behind `mttlrun` and self-launch.
 

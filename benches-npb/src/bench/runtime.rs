@@ -7,10 +7,10 @@
 //! | configuration | what runs                                                     | launched by                     |
 //! |---------------|---------------------------------------------------------------|---------------------------------|
 //! | `sched`       | mttl's thread scheduler alone (no runtime, no network)        | in the orchestrator's process   |
-//! | `tcp`         | an mttl program: runtime on the TCP backend, 2 ranks          | [`launch::run`], TCP            |
-//! | `mpi`         | an mttl program: runtime on the MPI backend, 2 ranks          | [`launch::run`], MPI (`mpirun`) |
-//! | `comm-tcp`    | 16-byte ping-pong through [`AnyComm`] on TCP, no runtime      | [`launch::run`], TCP            |
-//! | `comm-mpi`    | 16-byte ping-pong through [`AnyComm`] on MPI, no runtime      | [`launch::run`], MPI            |
+//! | `tcp`         | an mttl program: runtime on the TCP backend, 2 ranks          | [`launch::run`](mttl::comm::launch::run), TCP            |
+//! | `mpi`         | an mttl program: runtime on the MPI backend, 2 ranks          | [`launch::run`](mttl::comm::launch::run), MPI (`mpirun`) |
+//! | `comm-tcp`    | 16-byte ping-pong through [`AnyComm`] on TCP, no runtime      | [`launch::run`](mttl::comm::launch::run), TCP            |
+//! | `comm-mpi`    | 16-byte ping-pong through [`AnyComm`] on MPI, no runtime      | [`launch::run`](mttl::comm::launch::run), MPI            |
 //! | `raw-mpi`     | 16-byte ping-pong of plain rsmpi `Send`/`Recv`, no mttl       | `mpirun`                        |
 //!
 //! The MPI configurations exist only in builds with the cargo feature `mpi`.

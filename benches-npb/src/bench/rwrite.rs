@@ -4,15 +4,15 @@
 //!
 //! | configuration | what runs                                                | launched by                            |
 //! |---------------|----------------------------------------------------------|----------------------------------------|
-//! | `tcp`         | an mttl program: `nwrite_slice` + `barrier`, TCP backend | [`launch::run`], TCP                   |
-//! | `mpi`         | the same on the MPI backend                              | [`launch::run`], MPI (`mpirun`)        |
+//! | `tcp`         | an mttl program: `nwrite_slice` + `barrier`, TCP backend | [`launch::run`](mttl::comm::launch::run), TCP                   |
+//! | `mpi`         | the same on the MPI backend                              | [`launch::run`](mttl::comm::launch::run), MPI (`mpirun`)        |
 //! | `raw-mpi`     | plain rsmpi `Send` / `Recv` + `Barrier`, no mttl         | `mpirun`, Open MPI's default transport |
 //! | `raw-mpi-tcp` | the same over Open MPI's TCP transport                   | `mpirun`, `pml ob1`, `btl tcp,self`    |
 //!
 //! The configurations, their jobs, the size syntax, the wait for a quiet
 //! machine and the errors are `mttl-bench comm`'s ([`super::comm`]); what
-//! runs in a job is [`measure`](self::measure) on a transfer of
-//! [`worker`](self::worker). The MPI configurations exist only in builds
+//! runs in a job is [`measure`] on a transfer of
+//! [`worker`]. The MPI configurations exist only in builds
 //! with the cargo feature `mpi`.
 //!
 //! # One invocation, step by step
@@ -26,16 +26,16 @@
 //!    idle (`common::cpu_load::settle`), then starts its own executable as a two-rank
 //!    job: `mttl-bench rwrite --worker CONFIG --out FILE --sizes ...`.
 //! 3. Both worker ranks run the sweep; rank 0 writes its samples to FILE
-//!    ([`results`](self::results)).
+//!    ([`results`]).
 //! 4. The orchestrator reads FILE. A job that fails stops the benchmark
 //!    with the job's exit status. A job during which other processes kept
 //!    more than [`BUSY_WARNING`] CPU busy (`common::cpu_load::Meter`) is *disturbed*: it
 //!    is repeated, up to [`RETRIES`] times, and its figures count only if no
 //!    undisturbed run of that configuration exists.
 //! 5. After the last sweep it keeps, per configuration and size, the best
-//!    undisturbed run ([`report`](self::report)), prints the tables, how it
+//!    undisturbed run ([`report`]), prints the tables, how it
 //!    measured and the targets check (or one JSON document with `--json`),
-//!    writes the CSV file and the figure ([`plot`](self::plot)) beside it,
+//!    writes the CSV file and the figure ([`plot`]) beside it,
 //!    and removes the temporary directory.
 
 mod measure;
