@@ -215,12 +215,7 @@ pub(crate) fn dispatch(rt: &mut Runtime, src: Rank, kind: Tag, mut f: Fields<'_>
                 rt.rank,
                 still.as_secs_f64()
             ));
-            if report_waits(rt.rank, "waits for") == 0 {
-                report_line(&format!(
-                    "mttl: rank {}: no thread was waiting here",
-                    rt.rank
-                ));
-            }
+            report_deadlocked_threads(rt.rank);
             std::process::exit(code);
         }
         _ => unreachable!("not a watchdog message: {kind}"),
@@ -254,11 +249,17 @@ fn decide(rt: &mut Runtime) {
         still.as_secs_f64(),
         rt.watchdog.limit.map_or(0.0, |l| l.as_secs_f64()),
     ));
-    if report_waits(0, "waits for") == 0 {
-        report_line("mttl: rank 0: no thread was waiting here");
-    }
+    report_deadlocked_threads(0);
     rt.linger();
     std::process::exit(WATCHDOG_CODE);
+}
+
+/// Step 4 on every rank: what each of its threads waits for, or that none
+/// does (a rank without threads can be part of a deadlock too).
+fn report_deadlocked_threads(rank: Rank) {
+    if report_waits(rank, "waits for") == 0 {
+        report_line(&format!("mttl: rank {rank}: no thread was waiting here"));
+    }
 }
 
 /// Prints one line per blocked thread of this rank, `verb` saying what it
