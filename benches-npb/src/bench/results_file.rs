@@ -11,6 +11,26 @@ use serde_json::Value;
 
 use crate::bench::error::BenchError;
 
+/// A worker's results, as the file holds them: each subcommand says how
+/// its run becomes JSON and back; writing and reading are the same for all.
+pub(crate) trait ResultsFile: Sized {
+    /// The document for a run of configuration `config`.
+    fn to_json(&self, config: &str) -> Value;
+
+    /// Parses a document, checking it names `config`.
+    fn from_json(config: &str, value: &Value) -> Result<Self, String>;
+
+    /// Writes the file at `path`.
+    fn write(&self, config: &str, path: &Path) -> Result<(), BenchError> {
+        write(&self.to_json(config), path)
+    }
+
+    /// Reads the file `config`'s worker wrote at `path`.
+    fn read(config: &'static str, path: &Path) -> Result<Self, BenchError> {
+        read(config, path, |value| Self::from_json(config, value))
+    }
+}
+
 /// Writes `value` to `path`.
 pub(crate) fn write(value: &Value, path: &Path) -> Result<(), BenchError> {
     std::fs::write(path, value.to_string()).map_err(|source| BenchError::Io {

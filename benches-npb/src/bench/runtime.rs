@@ -62,6 +62,7 @@ use crate::bench::common::sweep::{
     disturbed_runs, not_measured_note, JobLog, Sweeps, Swept, BUSY_WARNING,
 };
 pub use crate::bench::error::BenchError;
+use crate::bench::results_file::ResultsFile;
 
 /// The command that rebuilds this benchmark with the MPI configurations.
 const MPI_BUILD_HINT: &str =

@@ -56,6 +56,7 @@ use crate::bench::common::report::{print, push_how_measured, spin_us_setting};
 use crate::bench::common::sweep::{
     disturbance_notes, not_measured_note, JobLog, Sweeps, Swept, BUSY_WARNING,
 };
+use crate::bench::results_file::ResultsFile;
 
 /// The default sizes: every power of 2 from 8 B to 1 MiB.
 const DEFAULT_SIZES: (u32, u32) = (3, 20);

@@ -13,6 +13,7 @@ use crate::bench::common::report::{print, push_how_measured, spin_us_setting};
 use crate::bench::common::sweep::{
     disturbance_notes, not_measured_note, JobLog, Sweeps, Swept, BUSY_WARNING,
 };
+use crate::bench::results_file::ResultsFile;
 
 /// Runs one worker job of `config` and reads its results.
 fn run_job(

@@ -16,6 +16,7 @@ use super::{measure, BenchError, Config};
 use crate::bench::common::jobs::BenchConfig;
 #[cfg(feature = "mpi")]
 use crate::bench::common::raw_mpi;
+use crate::bench::results_file::ResultsFile;
 
 /// Step 3 of the [module docs](super): one worker rank.
 pub(super) fn worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {

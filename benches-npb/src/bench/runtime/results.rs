@@ -6,13 +6,10 @@
 //!  "metrics": {"switch": [6.1e-9, ...], "invoke_remote": [1.2e-5, ...]}}
 //! ```
 
-use std::path::Path;
-
 use serde_json::{json, Map, Value};
 
 use super::measure::Metric;
-use crate::bench::error::BenchError;
-use crate::bench::results_file;
+use crate::bench::results_file::{self, ResultsFile};
 
 /// One run of one configuration: rank 0's samples for every metric it
 /// measures.
@@ -25,25 +22,15 @@ pub(super) struct RunResult {
     pub(super) metrics: Vec<(Metric, Vec<f64>)>,
 }
 
-impl RunResult {
+impl ResultsFile for RunResult {
     /// The file's JSON text for `config`.
-    pub(super) fn to_json(&self, config: &str) -> Value {
+    fn to_json(&self, config: &str) -> Value {
         let metrics: Map<String, Value> = self
             .metrics
             .iter()
             .map(|(m, samples)| (m.key().to_owned(), json!(samples)))
             .collect();
         results_file::run_json(config, &self.backend, "metrics", metrics.into())
-    }
-
-    /// Writes the file at `path`.
-    pub(super) fn write(&self, config: &str, path: &Path) -> Result<(), BenchError> {
-        results_file::write(&self.to_json(config), path)
-    }
-
-    /// Reads the file `config`'s worker wrote at `path`.
-    pub(super) fn read(config: &'static str, path: &Path) -> Result<RunResult, BenchError> {
-        results_file::read(config, path, |value| RunResult::from_json(config, value))
     }
 
     /// Parses the file's JSON, checking it names `config`.

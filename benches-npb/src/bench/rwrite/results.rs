@@ -8,13 +8,10 @@
 //!             "sync_us": [12.0, ...]}]}
 //! ```
 
-use std::path::Path;
-
 use serde_json::{json, Value};
 
 use super::measure::SizeSamples;
-use crate::bench::error::BenchError;
-use crate::bench::results_file;
+use crate::bench::results_file::{self, ResultsFile};
 
 /// One run of one configuration: rank 0's samples for every size.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +25,7 @@ pub(super) struct RunResult {
     pub(super) disturbed: bool,
 }
 
-impl RunResult {
+impl ResultsFile for RunResult {
     /// The file's JSON text for `config`.
     fn to_json(&self, config: &str) -> Value {
         let sizes: Vec<Value> = self
@@ -46,16 +43,6 @@ impl RunResult {
             })
             .collect();
         results_file::run_json(config, &self.backend, "sizes", sizes.into())
-    }
-
-    /// Writes the file at `path`.
-    pub(super) fn write(&self, config: &str, path: &Path) -> Result<(), BenchError> {
-        results_file::write(&self.to_json(config), path)
-    }
-
-    /// Reads the file `config`'s worker wrote at `path`.
-    pub(super) fn read(config: &'static str, path: &Path) -> Result<RunResult, BenchError> {
-        results_file::read(config, path, |value| RunResult::from_json(config, value))
     }
 
     /// Parses the file's JSON, checking it names `config`.

@@ -24,6 +24,7 @@ use crate::bench::comm::{BenchError, Config};
 use crate::bench::common::jobs::BenchConfig;
 #[cfg(feature = "mpi")]
 use crate::bench::common::raw_mpi;
+use crate::bench::results_file::ResultsFile;
 
 /// What every worker is asked to measure.
 #[derive(Debug, Clone)]
