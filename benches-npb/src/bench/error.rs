@@ -64,6 +64,9 @@ pub enum BenchError {
         /// The system's error.
         source: io::Error,
     },
+    /// A figure could not be drawn or written.
+    #[error(transparent)]
+    Plot(#[from] crate::bench::common::plot::PlotError),
     /// A worker's results file could not be understood.
     #[error("the {config} results in {} are not valid: {detail}", path.display())]
     BadResults {

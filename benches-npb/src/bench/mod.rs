@@ -8,7 +8,7 @@
 
 pub mod comm;
 mod common;
-pub use common::cpu_load;
+pub use common::{cpu_load, plot};
 mod error;
 pub mod load;
 mod results_file;

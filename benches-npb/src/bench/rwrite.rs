@@ -52,6 +52,7 @@ use self::results::RunResult;
 use self::worker::Task;
 use super::comm::{self, BenchError, Config};
 use crate::bench::common::jobs::{self, BenchConfig, TempDir};
+use crate::bench::common::plot::{write_png, write_svg};
 use crate::bench::common::report::{print, push_how_measured, spin_us_setting};
 use crate::bench::common::sweep::{
     disturbance_notes, not_measured_note, JobLog, Sweeps, Swept, BUSY_WARNING,
@@ -209,15 +210,9 @@ impl OutputFiles {
             path: self.csv.clone(),
             source,
         })?;
-        let drawn = |path: &Path, result: Result<(), String>| {
-            result.map_err(|e| BenchError::Io {
-                what: "draw the figure",
-                path: path.to_owned(),
-                source: std::io::Error::other(e),
-            })
-        };
-        drawn(&self.svg, plot::write_svg(&self.svg, figure))?;
-        drawn(&self.png, plot::write_png(&self.png, figure))
+        write_svg(&self.svg, figure)?;
+        write_png(&self.png, figure)?;
+        Ok(())
     }
 }
 

@@ -1,28 +1,16 @@
 //! The figure, like the paper's figs. 5 and 7: throughput (MB/s) against
 //! transfer size on a log scale, one line per configuration (mttl solid,
 //! raw MPI dashed), and below it each mttl configuration's ratio to its
-//! reference with the targets as guides; written as SVG and as PNG.
-//!
-//! The SVG leaves text to the viewer. The PNG draws its text itself with
-//! `ab_glyph` and DejaVu Sans embedded in the program ([`GlyphBitmap`]), so
-//! neither needs a system font library: plotters' own `ttf` feature would
-//! need fontconfig and freetype.
+//! reference with the targets as guides. [`Figure`] is a
+//! [`Picture`], written as SVG and as PNG by [`crate::bench::common::plot`].
 
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::Path;
-
-use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::full_palette::{BLUE_700, GREEN_700, ORANGE_700, RED_700};
-use plotters_backend::text_anchor::{HPos, VPos};
-// `BackendStyle` stays out of scope: its `stroke_width` would clash with
-// `Color`'s.
-use plotters_backend::{BackendColor, BackendCoord, BackendTextStyle, DrawingErrorKind};
 
 use super::report;
 use crate::bench::comm::Config;
+use crate::bench::common::plot::Picture;
 
 /// The picture's size in pixels.
 const SIZE: (u32, u32) = (960, 800);
@@ -71,36 +59,17 @@ pub(super) struct Figure {
     pub(super) guides: Vec<f64>,
 }
 
-/// Writes the figure as SVG at `path`.
-pub(super) fn write_svg(path: &Path, figure: &Figure) -> Result<(), String> {
-    let area = SVGBackend::new(path, SIZE).into_drawing_area();
-    draw(&area, figure).map_err(|e| e.to_string())?;
-    area.present().map_err(|e| e.to_string())
-}
-
-/// Writes the figure as PNG at `path`.
-pub(super) fn write_png(path: &Path, figure: &Figure) -> Result<(), String> {
-    let font = FontRef::try_from_slice(dejavu::sans::regular())
-        .map_err(|e| format!("the embedded font cannot be read: {e}"))?;
-    let mut pixels = vec![0u8; SIZE.0 as usize * SIZE.1 as usize * 3];
-    {
-        let backend = GlyphBitmap {
-            inner: BitMapBackend::with_buffer(&mut pixels, SIZE),
-            font,
-        };
-        let area = backend.into_drawing_area();
-        draw(&area, figure).map_err(|e| e.to_string())?;
-        area.present().map_err(|e| e.to_string())?;
+impl Picture for Figure {
+    fn size(&self) -> (u32, u32) {
+        SIZE
     }
-    let file = File::create(path).map_err(|e| e.to_string())?;
-    let mut encoder = png::Encoder::new(BufWriter::new(file), SIZE.0, SIZE.1);
-    encoder.set_color(png::ColorType::Rgb);
-    encoder.set_depth(png::BitDepth::Eight);
-    let mut writer = encoder.write_header().map_err(|e| e.to_string())?;
-    writer
-        .write_image_data(&pixels)
-        .map_err(|e| e.to_string())?;
-    writer.finish().map_err(|e| e.to_string())
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        draw(area, self)
+    }
 }
 
 /// The x axis: from the smallest to the largest size, log scale, ticks at
@@ -265,187 +234,10 @@ fn reference(config: Config) -> bool {
     matches!(config, Config::RawMpi | Config::RawMpiTcp)
 }
 
-/// plotters' bitmap backend, drawing text with `ab_glyph` instead of
-/// plotters' font support. Everything but text goes to the bitmap backend.
-struct GlyphBitmap<'a> {
-    inner: BitMapBackend<'a>,
-    font: FontRef<'static>,
-}
-
-impl GlyphBitmap<'_> {
-    /// The font at `size` pixels.
-    fn scale(size: f64) -> PxScale {
-        PxScale::from(size as f32)
-    }
-
-    /// The width and height of `text` at `size`.
-    fn measure(&self, text: &str, size: f64) -> (f32, f32) {
-        let font = self.font.as_scaled(Self::scale(size));
-        let mut width = 0.0;
-        let mut prev = None;
-        for c in text.chars() {
-            let id = font.glyph_id(c);
-            if let Some(p) = prev {
-                width += font.kern(p, id);
-            }
-            width += font.h_advance(id);
-            prev = Some(id);
-        }
-        (width, font.ascent() - font.descent())
-    }
-}
-
-impl<'a> DrawingBackend for GlyphBitmap<'a> {
-    type ErrorType = <BitMapBackend<'a> as DrawingBackend>::ErrorType;
-
-    fn get_size(&self) -> (u32, u32) {
-        self.inner.get_size()
-    }
-
-    fn ensure_prepared(&mut self) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.ensure_prepared()
-    }
-
-    fn present(&mut self) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.present()
-    }
-
-    fn draw_pixel(
-        &mut self,
-        point: BackendCoord,
-        color: BackendColor,
-    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.draw_pixel(point, color)
-    }
-
-    fn draw_line<S: plotters_backend::BackendStyle>(
-        &mut self,
-        from: BackendCoord,
-        to: BackendCoord,
-        style: &S,
-    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.draw_line(from, to, style)
-    }
-
-    fn draw_rect<S: plotters_backend::BackendStyle>(
-        &mut self,
-        upper_left: BackendCoord,
-        bottom_right: BackendCoord,
-        style: &S,
-        fill: bool,
-    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.draw_rect(upper_left, bottom_right, style, fill)
-    }
-
-    fn draw_path<S: plotters_backend::BackendStyle, I: IntoIterator<Item = BackendCoord>>(
-        &mut self,
-        path: I,
-        style: &S,
-    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.draw_path(path, style)
-    }
-
-    fn draw_circle<S: plotters_backend::BackendStyle>(
-        &mut self,
-        center: BackendCoord,
-        radius: u32,
-        style: &S,
-        fill: bool,
-    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.draw_circle(center, radius, style, fill)
-    }
-
-    fn fill_polygon<S: plotters_backend::BackendStyle, I: IntoIterator<Item = BackendCoord>>(
-        &mut self,
-        vert: I,
-        style: &S,
-    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.fill_polygon(vert, style)
-    }
-
-    fn blit_bitmap(
-        &mut self,
-        pos: BackendCoord,
-        size: (u32, u32),
-        src: &[u8],
-    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
-        self.inner.blit_bitmap(pos, size, src)
-    }
-
-    fn estimate_text_size<S: BackendTextStyle>(
-        &self,
-        text: &str,
-        style: &S,
-    ) -> Result<(u32, u32), DrawingErrorKind<Self::ErrorType>> {
-        let (w, h) = self.measure(text, style.size());
-        Ok((w.ceil() as u32, h.ceil() as u32))
-    }
-
-    /// Lays `text` out on one line from its box's top left corner, moves
-    /// the box to its anchor and rotates it about `pos`, as plotters' own
-    /// text drawing does, and blends each glyph's coverage in.
-    fn draw_text<S: BackendTextStyle>(
-        &mut self,
-        text: &str,
-        style: &S,
-        pos: BackendCoord,
-    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
-        let color = style.color();
-        if color.alpha == 0.0 {
-            return Ok(());
-        }
-        let (width, height) = self.measure(text, style.size());
-        let anchor = style.anchor();
-        let dx = match anchor.h_pos {
-            HPos::Left => 0.0,
-            HPos::Center => -width / 2.0,
-            HPos::Right => -width,
-        };
-        let dy = match anchor.v_pos {
-            VPos::Top => 0.0,
-            VPos::Center => -height / 2.0,
-            VPos::Bottom => -height,
-        };
-        let transform = style.transform();
-        let scale = Self::scale(style.size());
-        let font = self.font.as_scaled(scale);
-        let inner = &mut self.inner;
-        let mut failed = None;
-        let mut caret = 0.0;
-        let mut prev = None;
-        for c in text.chars() {
-            let id = font.glyph_id(c);
-            if let Some(p) = prev {
-                caret += font.kern(p, id);
-            }
-            prev = Some(id);
-            let glyph =
-                id.with_scale_and_position(scale, ab_glyph::point(caret + dx, font.ascent() + dy));
-            caret += font.h_advance(id);
-            let Some(outline) = self.font.outline_glyph(glyph) else {
-                continue;
-            };
-            let bounds = outline.px_bounds();
-            outline.draw(|gx, gy, coverage| {
-                let x = bounds.min.x as i32 + gx as i32;
-                let y = bounds.min.y as i32 + gy as i32;
-                let (x, y) = transform.transform(x, y);
-                let shade = BackendColor {
-                    alpha: color.alpha * f64::from(coverage.clamp(0.0, 1.0)),
-                    rgb: color.rgb,
-                };
-                if let Err(e) = inner.draw_pixel((pos.0 + x, pos.1 + y), shade) {
-                    failed.get_or_insert(e);
-                }
-            });
-        }
-        failed.map_or(Ok(()), Err)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::common::plot::{write_png, write_svg};
 
     #[test]
     fn axis_labels_use_binary_units() {
