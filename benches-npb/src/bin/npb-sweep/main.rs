@@ -1,7 +1,7 @@
 //! `npb-sweep`: runs `npb` over kernels × classes × ranks × variants ×
-//! backends, keeps the best of K runs of each, and writes a CSV, a summary
-//! with the ratios between the variants, and one SVG plot per kernel and
-//! class.
+//! backends, keeps the best of K runs of each, and writes CSV files, a
+//! summary with the ratios between the variants and each rank's
+//! communication, and two figures per kernel and class, as SVG and PNG.
 //!
 //! ```text
 //! npb-sweep --kernels cg,is --classes A,B --ranks 1,2 --reps 3 --out sweep
@@ -13,20 +13,33 @@
 //!    the `mpi` variant on TCP, MPI in a build without the cargo feature
 //!    `mpi`, and process counts NPB does not allow for the class.
 //! 2. For each of the K sweeps, run every configuration once as
-//!    `npb KERNEL --class C -n N --variant V --backend B --json` (the `npb`
-//!    beside this program), in an order rotated by one per sweep so that no
-//!    configuration always runs first on a shared machine, each after
-//!    waiting (at most `--settle` seconds) until other processes keep less
-//!    than a quarter of a CPU busy. A run during which they kept more busy
-//!    (the machine's busy time less this program's children's CPU time) is
-//!    run again, up to `--retries` times. A progress line on stderr names
-//!    each run and its time. A run that fails or does not
-//!    verify is recorded as such and the sweep goes on.
-//! 3. Keep, per configuration, the best (shortest) verified time; write
-//!    `OUT/npb-sweep.csv`, print the summary (times and the ratios
-//!    mttl-on-MPI ÷ mpi-on-MPI and mttl-on-TCP ÷ mttl-on-MPI), and draw
-//!    `OUT/KERNEL-CLASS.svg`: time against processes, one line per variant
-//!    and backend.
+//!    `MTTL_STATS=1 npb KERNEL --class C -n N --variant V --backend B --json`
+//!    (the `npb` beside this program), in an order rotated by one per sweep
+//!    so that no configuration always runs first on a shared machine, each
+//!    after waiting (at most `--settle` seconds) until other processes keep
+//!    less than a quarter of a CPU busy. A run during which they kept more
+//!    busy (the machine's busy time less this program's children's CPU
+//!    time) is run again, up to `--retries` times. A progress line on
+//!    stderr names each run and its time. A run that fails or does not
+//!    verify is recorded as such and the sweep goes on. Its time and Mop/s
+//!    come from the JSON on stdout; its ranks' communication counts from
+//!    the `mttl stats rank R: ...` lines on stderr ([`breakdown`]). The
+//!    counters run in every run, `MTTL_STATS` only has them printed at
+//!    exit, after the timed part, so asking for them does not change the
+//!    times. A run whose lines are missing or malformed keeps its time and
+//!    is recorded as having no stats, with the reason.
+//! 3. Keep, per configuration, the best (shortest) verified time and that
+//!    run's stats; write `OUT/npb-sweep.csv` (one row per configuration)
+//!    and `OUT/npb-sweep-breakdown.csv` (one row per rank of each
+//!    configuration with stats), and print the summary: the times and the
+//!    ratios mttl-on-MPI ÷ mpi-on-MPI and mttl-on-TCP ÷ mttl-on-MPI, then
+//!    each rank's calls and bytes, like the paper's tables 5-8, and the
+//!    configurations without stats.
+//! 4. Draw, per kernel and class ([`figures`]), `OUT/KERNEL-CLASS.svg` and
+//!    `.png`: time against processes, one line per variant and backend
+//!    (the paper's figs. 8-11); and, if a configuration of more than one
+//!    process has stats, `OUT/KERNEL-CLASS-breakdown.svg` and `.png`: one
+//!    panel per such configuration, a group of bars per rank (figs. 12-13).
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
@@ -35,13 +48,19 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use benches_npb::bench::cpu_load;
+use benches_npb::bench::plot::PlotError;
 use benches_npb::npb::cg::CgGrid;
 use benches_npb::npb::drivers::{Kernel, Variant};
 use benches_npb::npb::is::check_procs;
 use benches_npb::npb::Class;
 use clap::Parser;
 use mttl::comm::launch::BackendKind;
-use plotters::prelude::*;
+
+use self::breakdown::{RankStats, StatsError};
+use self::figures::{BreakdownFigure, TimeFigure};
+
+mod breakdown;
+mod figures;
 
 /// Foreign load, in CPUs, below which the machine counts as quiet.
 const QUIET_CPUS: f64 = 0.25;
@@ -72,7 +91,7 @@ struct Cli {
     /// Runs of each configuration; the best is kept.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     reps: u32,
-    /// Directory for the CSV and the plots.
+    /// Directory for the CSV files and the figures.
     #[arg(long, default_value = "npb-sweep")]
     out: PathBuf,
     /// The `npb` program [default: the one beside this program].
@@ -104,9 +123,33 @@ struct Config {
     failures: u32,
     /// The most CPUs other processes kept busy during a kept run.
     foreign_cpus: f64,
+    /// The communication breakdown of the best run, or why it has none;
+    /// `None` before a verified run.
+    stats: Option<Result<Vec<RankStats>, StatsError>>,
 }
 
 impl Config {
+    fn new(
+        kernel: Kernel,
+        class: Class,
+        nprocs: usize,
+        variant: Variant,
+        backend: BackendKind,
+    ) -> Config {
+        Config {
+            kernel,
+            class,
+            nprocs,
+            variant,
+            backend,
+            times: Vec::new(),
+            mops: 0.0,
+            failures: 0,
+            foreign_cpus: 0.0,
+            stats: None,
+        }
+    }
+
     fn label(&self) -> String {
         format!("{} on {}", self.variant, self.backend)
     }
@@ -143,17 +186,7 @@ fn configurations(cli: &Cli) -> Vec<Config> {
                         let runs = (variant, backend) != (Variant::Mpi, BackendKind::Tcp)
                             && (backend == BackendKind::Tcp || cfg!(feature = "mpi"));
                         if allowed && runs {
-                            configs.push(Config {
-                                kernel,
-                                class,
-                                nprocs,
-                                variant,
-                                backend,
-                                times: Vec::new(),
-                                mops: 0.0,
-                                failures: 0,
-                                foreign_cpus: 0.0,
-                            });
+                            configs.push(Config::new(kernel, class, nprocs, variant, backend));
                         }
                     }
                 }
@@ -202,14 +235,19 @@ fn sweep(cli: &Cli) -> Result<bool, String> {
                 let result = run_once(&npb, c);
                 let foreign = meter.and_then(|m| m.foreign_cpus()).unwrap_or(0.0);
                 match result {
-                    Ok((seconds, _)) if foreign >= QUIET_CPUS && attempt < cli.retries => {
+                    Ok(Run { seconds, .. }) if foreign >= QUIET_CPUS && attempt < cli.retries => {
                         progress.done(&format!(
                             "{what} {seconds:.3} s, disturbed ({foreign:.2} CPUs busy elsewhere): again"
                         ));
                     }
-                    Ok((seconds, mops)) => {
+                    Ok(Run {
+                        seconds,
+                        mops,
+                        stats,
+                    }) => {
                         if c.best().is_none_or(|b| seconds < b) {
                             c.mops = mops;
+                            c.stats = Some(stats);
                         }
                         c.times.push(seconds);
                         c.foreign_cpus = c.foreign_cpus.max(foreign);
@@ -227,18 +265,34 @@ fn sweep(cli: &Cli) -> Result<bool, String> {
     }
     progress.done("");
     let csv = cli.out.join("npb-sweep.csv");
-    std::fs::write(&csv, to_csv(&configs))
-        .map_err(|e| format!("cannot write {}: {e}", csv.display()))?;
+    let breakdown_csv = cli.out.join("npb-sweep-breakdown.csv");
+    for (path, text) in [
+        (&csv, to_csv(&configs)),
+        (&breakdown_csv, to_breakdown_csv(&configs)),
+    ] {
+        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
     print!("{}", summary(&configs));
+    print!("{}", breakdown_summary(&configs));
     println!("\nCSV: {}", csv.display());
-    for plot in plot_all(&configs, &cli.out)? {
+    println!("CSV: {}", breakdown_csv.display());
+    for plot in plot_all(&configs, &cli.out).map_err(|e| e.to_string())? {
         println!("plot: {}", plot.display());
     }
     Ok(configs.iter().all(|c| c.failures == 0))
 }
 
-/// Runs `npb` once for `c` and returns its time and Mop/s (step 2).
-fn run_once(npb: &Path, c: &Config) -> Result<(f64, f64), String> {
+/// What one verified run of `npb` gave.
+#[derive(Debug)]
+struct Run {
+    seconds: f64,
+    mops: f64,
+    /// Its ranks' `MTTL_STATS` lines, or why they are not all there.
+    stats: Result<Vec<RankStats>, StatsError>,
+}
+
+/// Runs `npb` once for `c`, with `MTTL_STATS=1` (step 2).
+fn run_once(npb: &Path, c: &Config) -> Result<Run, String> {
     let out = Command::new(npb)
         .args([
             c.kernel.name().to_lowercase().as_str(),
@@ -253,13 +307,18 @@ fn run_once(npb: &Path, c: &Config) -> Result<(f64, f64), String> {
             "--json",
         ])
         .env_remove("MTTL_NP")
+        .env("MTTL_STATS", "1")
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .output()
         .map_err(|e| format!("cannot run {}: {e}", npb.display()))?;
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|_| {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        format!("{}: {}", out.status, stderr.lines().last().unwrap_or(""))
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| breakdown::parse_line(l).is_none());
+        format!("{}: {}", out.status, last.unwrap_or(""))
     })?;
     if report["verified"] != true {
         return Err("verification failed".into());
@@ -269,7 +328,11 @@ fn run_once(npb: &Path, c: &Config) -> Result<(f64, f64), String> {
             .as_f64()
             .ok_or_else(|| format!("no {key} in npb's JSON"))
     };
-    Ok((number("seconds")?, number("mops")?))
+    Ok(Run {
+        seconds: number("seconds")?,
+        mops: number("mops")?,
+        stats: breakdown::parse_run(&String::from_utf8_lossy(&out.stderr), c.nprocs),
+    })
 }
 
 /// The progress line: rewritten in place on a terminal, one line per run
@@ -312,18 +375,38 @@ fn to_csv(configs: &[Config]) -> String {
     for c in configs {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.2},{:.2}",
-            c.kernel.name(),
-            c.class,
-            c.nprocs,
-            c.variant,
-            c.backend,
+            "{},{},{},{},{:.2},{:.2}",
+            csv_key(c),
             c.times.len(),
             c.failures,
             c.best().map_or(String::new(), |b| format!("{b:.4}")),
             c.mops,
             c.foreign_cpus
         );
+    }
+    out
+}
+
+/// `kernel,class,nprocs,variant,backend`: the columns naming `c`.
+fn csv_key(c: &Config) -> String {
+    format!(
+        "{},{},{},{},{}",
+        c.kernel.name(),
+        c.class,
+        c.nprocs,
+        c.variant,
+        c.backend
+    )
+}
+
+/// `npb-sweep-breakdown.csv`: one row per rank of each configuration's
+/// best run that has its stats.
+fn to_breakdown_csv(configs: &[Config]) -> String {
+    let mut out = format!("{}\n", breakdown::CSV_HEADER);
+    for c in configs {
+        if let Some(Ok(ranks)) = &c.stats {
+            breakdown::csv_rows(&mut out, &csv_key(c), ranks);
+        }
     }
     out
 }
@@ -407,8 +490,52 @@ fn summary(configs: &[Config]) -> String {
     out
 }
 
-/// Draws one plot per kernel and class; returns their paths.
-fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, String> {
+/// Step 3's second table, like the paper's tables 5-8: each rank's calls
+/// in the best run of each configuration, per kernel and class, and which
+/// configurations have no stats, and why.
+fn breakdown_summary(configs: &[Config]) -> String {
+    let mut out = String::from(
+        "\nCommunication per process of the best run (MTTL_STATS=1 counts; tables 5-8)\n",
+    );
+    let mut groups: Vec<(Kernel, Class)> = Vec::new();
+    for c in configs {
+        if !groups.contains(&(c.kernel, c.class)) {
+            groups.push((c.kernel, c.class));
+        }
+    }
+    for (kernel, class) in groups {
+        let _ = writeln!(out, "\n{} class {class}", kernel.name());
+        breakdown::table_header(&mut out);
+        for c in configs
+            .iter()
+            .filter(|c| (c.kernel, c.class) == (kernel, class))
+        {
+            if let Some(Ok(ranks)) = &c.stats {
+                breakdown::table_rows(&mut out, c.nprocs, &c.label(), ranks);
+            }
+        }
+    }
+    let missing: Vec<String> = configs
+        .iter()
+        .filter_map(|c| {
+            let why = c.stats.as_ref()?.as_ref().err()?;
+            Some(format!(
+                "  {} {} -n {} {}: {why}",
+                c.kernel.name(),
+                c.class,
+                c.nprocs,
+                c.label()
+            ))
+        })
+        .collect();
+    if !missing.is_empty() {
+        let _ = writeln!(out, "\nNo stats for:\n{}", missing.join("\n"));
+    }
+    out
+}
+
+/// Step 4: draws both figures of each kernel and class; returns their paths.
+fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     let mut groups: Vec<(Kernel, Class)> = Vec::new();
     for c in configs {
         if !groups.contains(&(c.kernel, c.class)) {
@@ -417,86 +544,17 @@ fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, String> {
     }
     let mut paths = Vec::new();
     for (kernel, class) in groups {
-        let path = dir.join(format!("{}-{class}.svg", kernel.name().to_lowercase()));
         let group: Vec<&Config> = configs
             .iter()
             .filter(|c| c.kernel == kernel && c.class == class)
             .collect();
-        plot(&path, kernel, class, &group)
-            .map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
-        paths.push(path);
-    }
-    Ok(paths)
-}
-
-/// Time against processes (both log2), one line per variant and backend.
-fn plot(
-    path: &Path,
-    kernel: Kernel,
-    class: Class,
-    group: &[&Config],
-) -> Result<(), Box<dyn std::error::Error>> {
-    let points = |label: &str| -> Vec<(f64, f64)> {
-        let mut p: Vec<(f64, f64)> = group
-            .iter()
-            .filter(|c| c.label() == label)
-            .filter_map(|c| c.best().map(|t| (c.nprocs as f64, t)))
-            .collect();
-        p.sort_by(|a, b| a.0.total_cmp(&b.0));
-        p
-    };
-    let mut labels: Vec<String> = Vec::new();
-    for c in group {
-        if !labels.contains(&c.label()) {
-            labels.push(c.label());
+        let stem = figures::stem(kernel, class);
+        let time = TimeFigure::new(kernel, class, &group);
+        paths.extend(figures::write_both(dir, &stem, &time)?);
+        if let Some(breakdown) = BreakdownFigure::new(kernel, class, &group) {
+            let stem = format!("{stem}-breakdown");
+            paths.extend(figures::write_both(dir, &stem, &breakdown)?);
         }
     }
-    let all: Vec<(f64, f64)> = labels.iter().flat_map(|l| points(l)).collect();
-    let (x_max, y_max) = all
-        .iter()
-        .fold((1.0f64, 0.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
-    let y_min = all.iter().map(|p| p.1).fold(y_max, f64::min);
-
-    let root = SVGBackend::new(path, (720, 480)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "NPB {} class {class}: time in seconds (best run)",
-                kernel.name()
-            ),
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(
-            (0.8f64..x_max * 1.25).log_scale(),
-            (y_min.max(1e-4) * 0.8..y_max.max(1e-4) * 1.25).log_scale(),
-        )?;
-    chart
-        .configure_mesh()
-        .x_desc("processes")
-        .y_desc("seconds")
-        .draw()?;
-    for (i, label) in labels.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let series = points(label);
-        chart
-            .draw_series(LineSeries::new(series.clone(), color.stroke_width(2)))?
-            .label(label.as_str())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
-        chart.draw_series(
-            series
-                .into_iter()
-                .map(|p| Circle::new(p, 4, color.filled())),
-        )?;
-    }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    Ok(paths)
 }
