@@ -864,20 +864,32 @@ fn an_unknown_mpirun_is_refused() {
 
 #[test]
 fn the_mpi_backend_runs_under_the_real_mpirun() {
-    let Ok(version) = Command::new("mpirun")
+    runs_under_a_real_mpirun("mpirun", "Open MPI", "OMPI_COMM_WORLD_RANK");
+}
+
+#[test]
+fn the_mpi_backend_runs_under_the_real_mpich_mpirun() {
+    runs_under_a_real_mpirun("mpirun.mpich", "HYDRA", "PMI_RANK");
+}
+
+/// Runs a 2-rank job under `mpirun` (as `MTTL_MPIRUN`) when it is installed
+/// and its `--version` names `implementation`; each rank prints the backend
+/// mttlrun handed over and its rank from `rank_var`, set by that `mpirun`.
+fn runs_under_a_real_mpirun(mpirun: &str, implementation: &str, rank_var: &str) {
+    let Ok(version) = Command::new(mpirun)
         .arg("--version")
         .stdin(Stdio::null())
         .output()
     else {
-        eprintln!("skipped: no mpirun installed");
+        eprintln!("skipped: no {mpirun} installed");
         return;
     };
-    if !text(&version.stdout).contains("Open MPI") {
-        eprintln!("skipped: mpirun is not Open MPI");
+    if !text(&version.stdout).contains(implementation) {
+        eprintln!("skipped: {mpirun} is not {implementation}'s");
         return;
     }
     let mut command = mttlrun();
-    command.args([
+    command.env("MTTL_MPIRUN", mpirun).args([
         "--backend",
         "mpi",
         "-n",
@@ -885,7 +897,7 @@ fn the_mpi_backend_runs_under_the_real_mpirun() {
         "--",
         "sh",
         "-c",
-        r#"echo "$MTTL_BACKEND $OMPI_COMM_WORLD_RANK""#,
+        &format!(r#"echo "$MTTL_BACKEND ${rank_var}""#),
     ]);
     let (output, _) = run(command, Duration::from_secs(60));
     assert!(

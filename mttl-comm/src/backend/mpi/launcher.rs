@@ -66,8 +66,10 @@ impl LauncherVars {
             "MPI reports a job of 1 process, but {name}={value} says {launcher} started more: \
              this program was started by {other} than the one it was built with \
              ({built_with}), so every process runs alone. Launch it with the mpirun of \
-             {built_with}, or rebuild it against the launcher's MPI (set MPI_PKG_CONFIG or \
-             MPICC, with a separate --target-dir)"
+             {built_with} (mttlrun runs the one named by {mpirun}, else `mpirun`), or \
+             rebuild it against the launcher's MPI (set MPI_PKG_CONFIG or MPICC, with a \
+             separate --target-dir)",
+            mpirun = env::MPIRUN
         ))
     }
 }
@@ -97,21 +99,49 @@ fn disagreeing_var() -> Option<(&'static str, String, &'static str)> {
 }
 
 /// The first line of `MPI_Get_library_version`, e.g. `Open MPI v4.1.4` or
-/// `MPICH Version: 4.0.2`.
+/// `MPICH 4.0.2` (from `MPICH Version:\t4.0.2`).
 fn library_name() -> String {
     let full = mpi::environment::library_version().unwrap_or_default();
+    short_library_name(full.trim_end_matches('\0'))
+}
+
+/// The name and version on the first line of an MPI library's version text.
+fn short_library_name(full: &str) -> String {
     let first = full
-        .trim_end_matches('\0')
         .lines()
         .next()
         .unwrap_or_default()
         .split(',')
         .next()
         .unwrap_or_default();
-    let name = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    let name = first
+        .split_whitespace()
+        .filter(|word| *word != "Version:")
+        .collect::<Vec<_>>()
+        .join(" ");
     if name.is_empty() {
         "an unnamed MPI library".to_owned()
     } else {
         name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_library_name;
+
+    #[test]
+    fn library_names_are_name_and_version() {
+        assert_eq!(
+            short_library_name(
+                "MPICH Version:\t4.0.2\nMPICH Release date:\tThu Apr  7 12:34:45 CDT 2022\n"
+            ),
+            "MPICH 4.0.2"
+        );
+        assert_eq!(
+            short_library_name("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4"),
+            "Open MPI v4.1.4"
+        );
+        assert_eq!(short_library_name(""), "an unnamed MPI library");
     }
 }
