@@ -36,9 +36,11 @@
 //! A thread panic, a comm error or a malformed message stops the job: the
 //! rank prints one line naming itself and the cause, sends `ABORT` to every
 //! other rank (which print whose failure stopped them and exit with the same
-//! code), and exits non-zero. When the cause is a rank that is gone, or an
-//! abort from another rank, the rank also prints what each of its blocked
-//! threads gave up waiting for. A job in which nothing can move any more is
+//! code), and exits non-zero. No rank exits until [`ABORT_LINGER`] after it
+//! sent or printed, as a launcher kills every rank once one exits non-zero:
+//! each rank gets to say why it stops. When the cause is a rank that is
+//! gone, or an abort from another rank, the rank also prints what each of
+//! its blocked threads gave up waiting for. A job in which nothing can move any more is
 //! stopped by the deadlock watchdog (see `watchdog`).
 
 use std::any::Any;
@@ -567,6 +569,7 @@ impl Runtime {
             String::from_utf8_lossy(why)
         ));
         watchdog::report_waits(self.rank, "gave up waiting for");
+        let_the_failing_rank_exit_first();
         std::process::exit(if code == 0 { FAILURE_CODE } else { code });
     }
 
@@ -588,6 +591,15 @@ impl Runtime {
             }
         }
     }
+}
+
+/// Before a rank stopped by another one's failure exits, once it has said
+/// why: waits as long as the failing rank lingers, so that the failing rank
+/// exits first. A launcher kills every rank once one exits non-zero (MPICH's
+/// Hydra within milliseconds), which would cut short the reports of the
+/// ranks still writing theirs.
+pub(crate) fn let_the_failing_rank_exit_first() {
+    std::thread::sleep(ABORT_LINGER);
 }
 
 /// Prints `line` and a newline on stderr in one write, so that it stays

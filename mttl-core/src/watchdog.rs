@@ -22,9 +22,10 @@
 //!    times: a rank still for the limit sent and received nothing in that
 //!    time, and a round takes far less.
 //! 4. Deadlocked: rank 0 sends `WATCH_FIRE(code, still ms)` to every rank;
-//!    each prints its blocked threads and exits with the code (rank 0 last,
-//!    after [`ABORT_LINGER`](crate::runtime), so that `mpirun` does not kill
-//!    the others before they speak). Otherwise rank 0 starts the next round
+//!    each prints its blocked threads and exits with the code, but none
+//!    before [`ABORT_LINGER`](crate::runtime) has passed since it printed
+//!    (rank 0 since it sent): `mpirun` kills the job once one rank exits,
+//!    and every rank speaks first. Otherwise rank 0 starts the next round
 //!    when it is next idle, at most one round per [`MIN_ROUND_GAP`].
 //!
 //! A rank that computes without yielding answers late, and then not still,
@@ -36,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use mttl_comm::{Rank, Tag};
 
-use crate::runtime::{report_line, Runtime};
+use crate::runtime::{self, report_line, Runtime};
 use crate::thread;
 use crate::wire::{self, Fields, HeaderBuf};
 
@@ -216,6 +217,7 @@ pub(crate) fn dispatch(rt: &mut Runtime, src: Rank, kind: Tag, mut f: Fields<'_>
                 still.as_secs_f64()
             ));
             report_deadlocked_threads(rt.rank);
+            runtime::let_the_failing_rank_exit_first();
             std::process::exit(code);
         }
         _ => unreachable!("not a watchdog message: {kind}"),
