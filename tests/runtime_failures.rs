@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use mttl::comm::env as launch_env;
 use mttl::{RemoteError, SyncCell};
-use runtime_support::{on_every_backend, Backend, JobOutput, Scenario};
+use runtime_support::{on_every_backend, Backend, JobOutput, Mpirun, Scenario};
 
 on_every_backend!(
     try_invoke_of_a_panicking_function_is_an_error,
@@ -243,7 +243,7 @@ fn ranks_of_different_programs_are_refused_at_start_up(t: Scenario) {
     let only_here = "only on rank 0: ";
     let only_there = format!("only on rank 1: {OTHER_PROGRAM}::{OTHER_PROGRAM} fn(");
     for out in &outputs {
-        out.assert_code(2);
+        out.assert_ranks_code(t.backend, 2);
         assert!(!out.stdout.contains("main ran"), "{}", out.stdout);
     }
     let stderr: String = outputs.iter().map(|o| o.stderr.as_str()).collect();
@@ -299,14 +299,8 @@ fn run_tcp_pair(t: &Scenario, other: &std::path::Path) -> Vec<JobOutput> {
 
 /// Runs the two programs as one MPI job (`mpirun ... -np 1 A : -np 1 B`).
 fn run_mpi_pair(t: &Scenario, other: &std::path::Path) -> JobOutput {
-    let mpirun = std::env::var(launch_env::MPIRUN).unwrap_or_else(|_| "mpirun".to_owned());
-    let version = Command::new(&mpirun)
-        .arg("--version")
-        .output()
-        .expect("mpirun --version runs");
-    let open_mpi = String::from_utf8_lossy(&version.stdout).contains("Open MPI");
-    let mut cmd = Command::new(&mpirun);
-    if open_mpi {
+    let mut cmd = Command::new(runtime_support::mpirun());
+    if runtime_support::mpirun_kind() == Mpirun::OpenMpi {
         cmd.args(["--oversubscribe", "-x", "MTTL_BACKEND=mpi"]);
         cmd.args([
             "-x",

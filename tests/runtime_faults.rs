@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mttl::SyncCell;
-use runtime_support::{on_every_backend, Backend, JobOutput, Scenario};
+use runtime_support::{on_every_backend, Backend, JobOutput, Mpirun, Scenario};
 
 on_every_backend!(
     a_killed_rank_stops_the_job,
@@ -158,10 +158,25 @@ fn a_killed_rank_stops_the_job(t: Scenario) {
                 &format!("{}:{READ_LINE}:", file!()),
             ]);
         }
-        Backend::Mpi => {
-            // mpirun stops the job itself and names the rank that died.
-            out.stderr_line(&["rank 2"]);
-        }
+        // mpirun stops the job itself and names a process that failed.
+        Backend::Mpi => match runtime_support::mpirun_kind() {
+            Mpirun::OpenMpi => {
+                out.stderr_line(&["rank 2"]);
+            }
+            Mpirun::Hydra => {
+                // The PID of rank 2, or of a rank Hydra killed after it.
+                let banner = out.stdout_line(&["PID ", " RUNNING AT"]);
+                let pid: Option<u32> = banner
+                    .split("PID ")
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next()?.parse().ok());
+                assert!(
+                    pid.is_some_and(|pid| job_pids(&out).contains(&pid)),
+                    "Hydra's banner names no process of the job: {banner}\n{}",
+                    out.stdout
+                );
+            }
+        },
     }
 }
 
@@ -175,7 +190,7 @@ fn a_deadlock_is_stopped_by_the_watchdog(t: Scenario) {
         drop(lonely);
         println!("main went on");
     });
-    out.assert_code(3);
+    out.assert_ranks_code(t.backend, 3);
     assert!(!out.stdout.contains("main went on"), "{}", out.stdout);
     let limit = Duration::from_secs(WATCHDOG_SECS);
     assert!(

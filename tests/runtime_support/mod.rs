@@ -69,6 +69,48 @@ impl Backend {
     }
 }
 
+/// The `mpirun` that starts MPI jobs, as `mttlrun` picks it: `MTTL_MPIRUN`,
+/// else `mpirun`.
+pub(crate) fn mpirun() -> String {
+    std::env::var(launch_env::MPIRUN)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "mpirun".to_owned())
+}
+
+/// Which implementation's launcher [`mpirun`] is. It decides how a failed
+/// MPI job is reported, which the tests of failures check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mpirun {
+    /// Open MPI's `mpirun`: names the failed rank on stderr and exits with
+    /// the first failing rank's code.
+    OpenMpi,
+    /// MPICH's Hydra (`mpirun.mpich`, `mpiexec.hydra`): prints a banner with
+    /// the PID of a failed process on stdout (the first to fail or one it
+    /// killed), kills the ranks still running soon after one fails, and
+    /// exits with the bitwise OR of the ranks' wait statuses, read as a
+    /// signal's number if any was killed.
+    Hydra,
+}
+
+/// Tells [`mpirun`]'s implementation from its `--version`, as `mttlrun` does.
+pub(crate) fn mpirun_kind() -> Mpirun {
+    let command = mpirun();
+    let version = Command::new(&command)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {command} --version: {e}"));
+    let text = String::from_utf8_lossy(&version.stdout);
+    if text.contains("Open MPI") {
+        Mpirun::OpenMpi
+    } else if text.contains("HYDRA") {
+        Mpirun::Hydra
+    } else {
+        panic!("{command} --version names neither Open MPI nor Hydra:\n{text}")
+    }
+}
+
 /// Defines, for each scenario `fn NAME(t: Scenario)` of the file, the tests
 /// `tcp::NAME` and (with the cargo feature `mpi`) `mpi::NAME`.
 macro_rules! on_every_backend {
@@ -244,6 +286,20 @@ impl JobOutput {
         self
     }
 
+    /// Asserts that a job on `backend` whose ranks all fail with `code`
+    /// exited with it, as far as its launcher tells: [`Mpirun::Hydra`] only
+    /// tells that it failed, as it kills a rank that lingers (to let the
+    /// others report) and then exits with a code mixed from every rank's
+    /// wait status.
+    #[track_caller]
+    pub(crate) fn assert_ranks_code(&self, backend: Backend, code: i32) -> &Self {
+        if backend == Backend::Mpi && mpirun_kind() == Mpirun::Hydra {
+            self.assert_failure()
+        } else {
+            self.assert_code(code)
+        }
+    }
+
     /// Asserts that the job exited with a non-zero code.
     #[track_caller]
     pub(crate) fn assert_failure(&self) -> &Self {
@@ -260,14 +316,24 @@ impl JobOutput {
     /// The first line of stderr containing every one of `parts`.
     #[track_caller]
     pub(crate) fn stderr_line(&self, parts: &[&str]) -> &str {
-        match self
-            .stderr
+        self.line_of("stderr", &self.stderr, parts)
+    }
+
+    /// The first line of stdout containing every one of `parts`.
+    #[track_caller]
+    pub(crate) fn stdout_line(&self, parts: &[&str]) -> &str {
+        self.line_of("stdout", &self.stdout, parts)
+    }
+
+    #[track_caller]
+    fn line_of<'a>(&self, stream: &str, text: &'a str, parts: &[&str]) -> &'a str {
+        match text
             .lines()
             .find(|line| parts.iter().all(|p| line.contains(p)))
         {
             Some(line) => line,
             None => panic!(
-                "{}: no line of stderr contains all of {parts:?}\n{}",
+                "{}: no line of {stream} contains all of {parts:?}\n{}",
                 self.what,
                 self.dump()
             ),
