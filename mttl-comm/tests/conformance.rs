@@ -248,6 +248,10 @@ fn probe_reports_source_tag_size(c: &mut AnyComm) {
     let sizes = [0usize, 3, 5000, 300_000];
     if c.rank() == 0 {
         assert_eq!(c.probe().unwrap(), None, "nothing was sent yet");
+        // Only now may the others send.
+        for r in 1..c.size() {
+            c.send(r, 0, &[]).unwrap();
+        }
         for _ in 0..(c.size() - 1) * sizes.len() {
             let start = Instant::now();
             let env = loop {
@@ -273,6 +277,7 @@ fn probe_reports_source_tag_size(c: &mut AnyComm) {
         }
     } else {
         let me = c.rank();
+        recv_from(c, 0);
         for (k, &len) in sizes.iter().enumerate() {
             c.send(0, (100 * me + k) as Tag, &pattern(k as u64, len))
                 .unwrap();
