@@ -109,17 +109,24 @@
 //!   `-np N`, `-x MTTL_BACKEND=mpi` (and `-x K=V` for each extra variable),
 //!   `--tag-output` when asked, `--host a:2,b` for the hosts.
 //! - MPICH (Hydra): `-np N -genv MTTL_BACKEND mpi` (and `-genv K V`),
-//!   `-prepend-rank` when asked, `-hosts a:2,b` for the hosts.
+//!   `-prepend-rank` when asked, `-hosts a:2,b` for the hosts. Hydra runs as
+//!   root and oversubscribes without being told.
 //!
 //! A hostfile is read by the launcher and handed over as a host list, so the
 //! same hostfile works with both flavours.
+//!
+//! The exit code is `mpirun`'s. Open MPI's is the first failing rank's;
+//! Hydra kills the other ranks as soon as one fails and exits with the
+//! bitwise OR of every rank's wait status (a signal's number when it killed
+//! one), so it is only sure to be non-zero.
 //!
 //! The MPI library is fixed when the program is built. To use MPICH instead
 //! of Open MPI, build with `MPI_PKG_CONFIG=mpich` and a separate
 //! `--target-dir` (the build script does not notice a change of that
 //! variable), e.g. `MPI_PKG_CONFIG=mpich cargo build --features mpi
-//! --target-dir target/mpich`, and run with `MTTL_MPIRUN=mpirun.mpich mttlrun
-//! --backend mpi -n 4 -- ./target/mpich/debug/prog`.
+//! --target-dir target-mpich`, and run with `MTTL_MPIRUN=mpirun.mpich mttlrun
+//! --backend mpi -n 4 -- target-mpich/debug/prog` (`scripts/test-mpich` runs
+//! the MPI tests so).
 
 mod error;
 mod hosts;
