@@ -76,7 +76,8 @@ pub(crate) fn run_worker_job<C: BenchConfig>(config: C, spec: &JobSpec) -> Resul
             config: config.name(),
             code: outcome.exit_code,
             hint: if config.needs_mpi() {
-                " (is Open MPI's mpirun the one this program was built against?)"
+                " (is `mpirun`, or $MTTL_MPIRUN when set, the mpirun of the MPI this program \
+                 was built against?)"
             } else {
                 ""
             },
