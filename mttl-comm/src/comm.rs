@@ -19,7 +19,8 @@
 //!
 //! [`Comm::recv_from_into`] is `_pmttl_brecnode` into the caller's memory
 //! (`MPI_Recv` into a given buffer), with a provided version in terms of
-//! `recv_from`.
+//! `recv_from`; [`Comm::send_bulk`] and [`Comm::nsend_bulk`] are `send` and
+//! `nsend` of a message meant for it, provided as `send` and `nsend`.
 //!
 //! # Contract every backend keeps
 //!
@@ -184,6 +185,24 @@ pub trait Comm {
                 Received::Owned(m)
             }
         }))
+    }
+
+    /// [`send`](Comm::send) of a message whose receiver will likely take it
+    /// with [`recv_from_into`](Comm::recv_from_into), such as a remote
+    /// write's body. Any receive still takes it: only the way it travels
+    /// may differ. A backend that receives in place only the messages it
+    /// announces (MPI: those above 64 KiB) announces this one from a smaller
+    /// size, so that it lands in place instead of being copied there. The
+    /// provided version is `send`.
+    fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
+        self.send(dest, tag, data)
+    }
+
+    /// [`nsend`](Comm::nsend) of a message meant for
+    /// [`recv_from_into`](Comm::recv_from_into), as [`send_bulk`](Comm::send_bulk)
+    /// is `send` of one. The provided version is `nsend`.
+    fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
+        self.nsend(dest, tag, data)
     }
 
     /// `_pmttl_brecany`: receive the next message from any rank (any tag),

@@ -557,6 +557,68 @@ fn recv_into_and_check(
     }
 }
 
+/// The lengths of `bulk_sends_arrive_whole_and_in_order`: around the
+/// eager limit, the MPI backend's bulk marker threshold (16 KiB) and its
+/// small-channel limit (64 KiB).
+const BULK_LENS: &[usize] = &[
+    0,
+    100,
+    5000,
+    16 << 10,
+    (16 << 10) + 1,
+    40_000,
+    64 << 10,
+    (64 << 10) + 1,
+    300_000,
+];
+
+/// Rank 0 sends rank 1 (and itself) messages of every length in
+/// [`BULK_LENS`] four ways each (`send`, `nsend`, `send_bulk`,
+/// `nsend_bulk`), interleaved; rank 1 takes them alternately with
+/// `recv_from` and `recv_from_into` and checks that each arrives whole, in
+/// order, and lands in the buffer whenever it fits (a bulk send only
+/// changes how a message travels, never who can receive it).
+fn bulk_sends_arrive_whole_and_in_order(c: &mut AnyComm) {
+    let plan: Vec<(Tag, usize)> = BULK_LENS
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &len)| (0..4).map(move |way| ((i * 4 + way) as Tag, len)))
+        .collect();
+    let me = c.rank();
+    if me == 0 {
+        let mut handles = Vec::new();
+        for dest in [1, 0] {
+            for &(tag, len) in &plan {
+                let data = pattern(into_seed(0, tag), len);
+                match tag % 4 {
+                    0 => c.send(dest, tag, &data).unwrap(),
+                    1 => handles.push(c.nsend(dest, tag, data).unwrap()),
+                    2 => c.send_bulk(dest, tag, &data).unwrap(),
+                    _ => handles.push(c.nsend_bulk(dest, tag, data).unwrap()),
+                }
+            }
+        }
+        wait_all_sends(c, &handles);
+    }
+    if me > 1 {
+        return;
+    }
+    let mut buf = vec![0u8; 128 << 10];
+    for (i, &(tag, len)) in plan.iter().enumerate() {
+        if i % 2 == 0 {
+            let m = recv_from(c, 0);
+            assert_eq!((m.tag, m.data.len()), (tag, len), "rank {me}: out of order");
+            assert!(
+                m.data == pattern(into_seed(0, tag), len),
+                "rank {me}: message {tag}: wrong bytes"
+            );
+        } else {
+            let fits = len <= buf.len();
+            recv_into_and_check(c, &mut buf, &|_| true, tag, len, fits);
+        }
+    }
+}
+
 /// Each rank sends one message around a ring, receives one, and finishes
 /// at once: ranks reach `finish` at different moments, with traffic still
 /// in flight, and every one must leave cleanly.
@@ -675,6 +737,17 @@ macro_rules! conformance_suite {
                     &name("recv_from_into_places_or_hands_over"),
                     &[],
                     super::recv_from_into_places_or_hands_over,
+                );
+            }
+
+            #[test]
+            fn bulk_sends_arrive_whole_and_in_order() {
+                run_job(
+                    stringify!($backend),
+                    2,
+                    &name("bulk_sends_arrive_whole_and_in_order"),
+                    &[],
+                    super::bulk_sends_arrive_whole_and_in_order,
                 );
             }
 

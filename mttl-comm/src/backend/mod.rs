@@ -100,6 +100,16 @@ impl Comm for AnyComm {
     }
 
     #[inline]
+    fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
+        dispatch!(self, c => c.send_bulk(dest, tag, data))
+    }
+
+    #[inline]
+    fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
+        dispatch!(self, c => c.nsend_bulk(dest, tag, data))
+    }
+
+    #[inline]
     fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
         dispatch!(self, c => c.send_done(handle))
     }

@@ -127,8 +127,23 @@ impl MpiComm {
         timeout: Option<Duration>,
         claim: Option<&dyn Fn(&Envelope) -> bool>,
     ) -> Result<Option<Next>, CommError> {
+        let mut backoff = Backoff::new(self.spin, timeout).with_learned(self.learned_spin);
+        let next = self.wait_next_paced(op, source, claim, &mut backoff);
+        if next.is_ok() {
+            self.learned_spin.learn(self.spin, backoff.waited());
+        }
+        next
+    }
+
+    /// The loop of [`wait_next`](MpiComm::wait_next), paced by `backoff`.
+    fn wait_next_paced(
+        &mut self,
+        op: Op,
+        source: Option<Rank>,
+        claim: Option<&dyn Fn(&Envelope) -> bool>,
+        backoff: &mut Backoff,
+    ) -> Result<Option<Next>, CommError> {
         let world = self.world;
-        let mut backoff = Backoff::new(self.spin, timeout);
         loop {
             let arrival = if let Some(at) = self.inbox.position(source) {
                 // The oldest message for this wait is here already; its
@@ -183,7 +198,7 @@ impl MpiComm {
     }
 
     /// Step 3 of `send`: `MPI_Isend` of the borrowed `data` (announced by a
-    /// marker if it is larger than [`SMALL_MAX`]), draining incoming
+    /// marker if it is larger than `marker_above`), draining incoming
     /// messages into the inbox until `MPI_Test` reports it done.
     pub(super) fn send_large(
         &mut self,
@@ -192,9 +207,10 @@ impl MpiComm {
         tag: c_int,
         len: c_int,
         data: &[u8],
+        marker_above: usize,
     ) -> Result<(), CommError> {
         let channel = self
-            .announce(dest, tag, data.len())
+            .announce(dest, tag, data.len(), marker_above)
             .map_err(|code| self.mpi_error(op, code))?;
         // SAFETY: `data` is borrowed for this whole function, and the
         // function returns only once the send is over: `MPI_Test` reported it
@@ -234,11 +250,19 @@ impl MpiComm {
         }
     }
 
-    /// Sends the marker of a message of `len` bytes if it is too large for
-    /// the small channel; returns the channel its payload goes on.
+    /// Sends the marker of a message of `len` bytes if it is larger than
+    /// `marker_above` (at most [`SMALL_MAX`], what the small channel
+    /// carries); returns the channel its payload goes on.
     #[inline]
-    pub(super) fn announce(&self, dest: c_int, tag: c_int, len: usize) -> Result<Channel, MpiCode> {
-        if len <= SMALL_MAX {
+    pub(super) fn announce(
+        &self,
+        dest: c_int,
+        tag: c_int,
+        len: usize,
+        marker_above: usize,
+    ) -> Result<Channel, MpiCode> {
+        debug_assert!(marker_above <= SMALL_MAX);
+        if len <= marker_above {
             return Ok(Channel::Small);
         }
         let marker = (len as u64).to_le_bytes();

@@ -12,6 +12,15 @@
 //!    machine (CI runs 4 ranks on 2 cores).
 //! 3. It never sleeps past the caller's deadline and says when it has passed.
 //!
+//! Between 1 and 2, a wait may spin on for a *learned* time, yielding the
+//! CPU at every poll ([`LearnedSpin`]): a rank whose messages keep coming a
+//! little after its spin is over (a stream paced by its sender, the next
+//! window of a bandwidth test, the reply to a large message) learns how
+//! long those waits last and spins through them, where a nap would make it
+//! see each message up to a nap late. Yielding leaves the CPU to any other
+//! process that wants it (CI runs 4 ranks on 2 cores), and a wait that
+//! lasts longer than [`MAX_LEARNED_SPIN`] (an idle rank) unlearns it.
+//!
 //! A large send waits for the receiver to copy the message, not for an
 //! event that may never come, so its spin is stretched by the time the copy
 //! should take ([`transfer_time`]): napping mid-copy would delay whatever
@@ -39,6 +48,8 @@ const FIRST_NAP: Duration = Duration::from_micros(20);
 const MAX_NAP: Duration = Duration::from_millis(1);
 /// The most [`spin_time`] raises the spin to, however slow naps are.
 const MAX_SPIN_FLOOR: Duration = Duration::from_millis(1);
+/// The longest a wait spins on, yielding, past the configured spin.
+pub(super) const MAX_LEARNED_SPIN: Duration = Duration::from_millis(5);
 /// While spinning, the clock is read once per this many polls.
 const POLLS_PER_CLOCK_READ: u32 = 16;
 /// A bandwidth every transport mttl runs on should reach (shared memory
@@ -70,12 +81,48 @@ pub(super) fn transfer_time(len: usize) -> Duration {
     Duration::from_nanos((len as u64).saturating_mul(1_000_000_000) / ASSUMED_BANDWIDTH)
 }
 
+/// How long this rank's waits have lately lasted, past the configured spin:
+/// how long the next one spins on, yielding, before it parks.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct LearnedSpin(Duration);
+
+impl LearnedSpin {
+    /// The extra spin for the next wait.
+    #[inline]
+    pub(super) fn get(self) -> Duration {
+        self.0
+    }
+
+    /// Learns from a wait with configured spin `spin` that lasted
+    /// `waited` (`None`: too short to have read the clock): one that ended
+    /// within `spin` teaches nothing; one that ended within
+    /// [`MAX_LEARNED_SPIN`] sets the extra spin to cover it with a quarter
+    /// to spare; a longer one (an idle rank) clears it.
+    pub(super) fn learn(&mut self, spin: Duration, waited: Option<Duration>) {
+        let Some(waited) = waited else {
+            return;
+        };
+        if waited <= spin {
+            return;
+        }
+        self.0 = if waited <= MAX_LEARNED_SPIN {
+            (waited + waited / 4)
+                .min(MAX_LEARNED_SPIN)
+                .saturating_sub(spin)
+        } else {
+            Duration::ZERO
+        };
+    }
+}
+
 /// Paces one blocking wait: call [`idle`](Backoff::idle) after each poll that
 /// found nothing, [`progressed`](Backoff::progressed) after one that found
 /// something other than what the wait is for.
 #[derive(Debug)]
 pub(super) struct Backoff {
     spin: Duration,
+    /// Spun on past `spin`, yielding the CPU at every poll.
+    learned: Duration,
     timeout: Option<Duration>,
     /// When the wait began (read lazily), for the timeout.
     started: Option<Instant>,
@@ -93,12 +140,27 @@ impl Backoff {
     pub(super) fn new(spin: Duration, timeout: Option<Duration>) -> Backoff {
         Backoff {
             spin,
+            learned: Duration::ZERO,
             timeout,
             started: None,
             spin_started: None,
             nap: Duration::ZERO,
             misses: 0,
         }
+    }
+
+    /// The same wait, spinning on for `learned` past its spin, yielding the
+    /// CPU at every poll, before it parks.
+    #[inline]
+    pub(super) fn with_learned(mut self, learned: LearnedSpin) -> Backoff {
+        self.learned = learned.get();
+        self
+    }
+
+    /// How long the wait has lasted, if it has read the clock (it does
+    /// within its first few polls).
+    pub(super) fn waited(&self) -> Option<Duration> {
+        self.started.map(|started| started.elapsed())
     }
 
     /// Whether the spinning phase is over: the caller may do housekeeping
@@ -124,7 +186,15 @@ impl Backoff {
             if self.timed_out(now) {
                 return false;
             }
-            if now - *self.spin_started.get_or_insert(now) < self.spin {
+            let spun = now - *self.spin_started.get_or_insert(now);
+            if spun < self.spin {
+                return true;
+            }
+            if spun < self.spin + self.learned {
+                // Spinning on: a yield per poll, and the clock read at
+                // the next one (a yield costs far more than the read).
+                std::thread::yield_now();
+                self.misses = POLLS_PER_CLOCK_READ - 1;
                 return true;
             }
             self.nap = FIRST_NAP;
@@ -225,6 +295,48 @@ mod tests {
         assert_eq!(transfer_time(0), Duration::ZERO);
         assert_eq!(transfer_time(1 << 30), Duration::from_secs(1));
         assert_eq!(transfer_time(1 << 20), Duration::from_nanos(976_562));
+    }
+
+    #[test]
+    fn learned_spin_covers_short_waits_and_forgets_long_ones() {
+        let spin = Duration::from_micros(100);
+        let mut learned = LearnedSpin::default();
+        learned.learn(spin, None);
+        learned.learn(spin, Some(Duration::from_micros(80)));
+        assert_eq!(learned.get(), Duration::ZERO, "short waits teach nothing");
+        learned.learn(spin, Some(Duration::from_micros(800)));
+        assert_eq!(learned.get(), Duration::from_micros(900));
+        learned.learn(spin, Some(Duration::from_micros(50)));
+        assert_eq!(
+            learned.get(),
+            Duration::from_micros(900),
+            "kept across fast waits"
+        );
+        learned.learn(spin, Some(MAX_LEARNED_SPIN - Duration::from_micros(1)));
+        assert_eq!(learned.get(), MAX_LEARNED_SPIN - spin);
+        learned.learn(spin, Some(MAX_LEARNED_SPIN * 3));
+        assert_eq!(learned.get(), Duration::ZERO, "an idle rank unlearns");
+    }
+
+    #[test]
+    fn learned_spin_delays_the_first_nap() {
+        let learned = {
+            let mut l = LearnedSpin::default();
+            l.learn(Duration::ZERO, Some(Duration::from_millis(2)));
+            l
+        };
+        let mut backoff = Backoff::new(Duration::ZERO, None).with_learned(learned);
+        let start = Instant::now();
+        while !backoff.parked() {
+            assert!(backoff.idle());
+        }
+        assert!(
+            start.elapsed() >= learned.get(),
+            "parked after {:?}, before the learned {:?}",
+            start.elapsed(),
+            learned.get()
+        );
+        assert!(backoff.waited().is_some());
     }
 
     #[test]
