@@ -283,24 +283,6 @@ impl Runtime {
         Ok(())
     }
 
-    /// [`post_split`](Self::post_split) with a body the comm layer may own:
-    /// it goes by `nsend`, and this returns at once.
-    pub(crate) fn post_split_owned(
-        &mut self,
-        dest: Rank,
-        kind: Tag,
-        header: &[u8],
-        body: Vec<u8>,
-    ) -> Result<(), CommError> {
-        self.send_large_header(dest, kind, header, body.len())?;
-        self.stats.sent(false, body.len());
-        let h = self.comm.nsend_bulk(dest, wire::DATA, body)?;
-        // Completion is checked later; TCP and MPI keep the buffer.
-        self.stats.test += 1;
-        let _ = self.comm.send_done(h)?;
-        Ok(())
-    }
-
     /// Step 1 of the large-message protocol, once the body is known to be
     /// sendable: a header whose body cannot follow would leave `dest`
     /// waiting for it.
@@ -335,7 +317,13 @@ impl Runtime {
         body: Vec<u8>,
     ) -> Result<(), CommError> {
         if body.len() > self.eager_limit && dest != self.rank {
-            return self.post_split_owned(dest, kind, header, body);
+            self.send_large_header(dest, kind, header, body.len())?;
+            self.stats.sent(false, body.len());
+            let h = self.comm.nsend(dest, wire::DATA, body)?;
+            // Completion is checked later; TCP and MPI keep the buffer.
+            self.stats.test += 1;
+            let _ = self.comm.send_done(h)?;
+            return Ok(());
         }
         self.post(dest, kind, header, &body)
     }
