@@ -174,9 +174,19 @@ pub const BULK_MIN: usize = 16 << 10;
 const ALREADY_INITIALISED: &str = "MPI is already initialised in this process; the MPI backend \
     can be started once per process (MPI cannot be initialised again, even after finish)";
 
-/// How many of the oldest sends to a destination each `nsend` tests, so
-/// completed buffers are freed without waiting for `send_done`.
-const REAP_PER_NSEND: usize = 2;
+/// Once this many sends to a destination are in flight, every
+/// [`REAP_EVERY`]th `nsend` to it tests the oldest (up to `REAP_EVERY`,
+/// stopping at the first still in flight), so the buffers of completed
+/// sends are freed without waiting for `send_done` or a parked wait.
+///
+/// A test of a send in flight runs MPI's progress engine, which costs more
+/// than the send itself for small messages. Streams of 4000-byte `nsend`s
+/// (64 in flight) reached 0.62 of raw MPI's bandwidth testing the two
+/// oldest at every `nsend`, 0.71 testing every eighth time, 0.83 not
+/// testing.
+const REAP_DEPTH: usize = 64;
+/// See [`REAP_DEPTH`].
+const REAP_EVERY: u64 = 8;
 
 /// The MPI backend. See the [module documentation](self) for the algorithm.
 pub struct MpiComm {
@@ -309,9 +319,12 @@ impl MpiComm {
             return Ok(SendHandle { dest, seq });
         }
         let world = self.world;
-        self.sends
-            .reap(&world, dest, REAP_PER_NSEND)
-            .map_err(|code| self.mpi_error(op, code))?;
+        if self.sends.in_flight_to(dest) >= REAP_DEPTH && self.sends.started(dest) % REAP_EVERY == 0
+        {
+            self.sends
+                .reap(&world, dest, REAP_EVERY as usize)
+                .map_err(|code| self.mpi_error(op, code))?;
+        }
         let channel = self
             .announce(mpi_dest, mpi_tag, data.len(), marker_above)
             .map_err(|code| self.mpi_error(op, code))?;

@@ -96,6 +96,18 @@ impl PendingSends {
         self.in_flight
     }
 
+    /// How many sends to `dest` are in flight (`dest` below the job's size).
+    #[inline]
+    pub(super) fn in_flight_to(&self, dest: usize) -> usize {
+        self.per_dest[dest].in_flight.len()
+    }
+
+    /// How many sends to `dest` were started (`dest` below the job's size).
+    #[inline]
+    pub(super) fn started(&self, dest: usize) -> u64 {
+        self.per_dest[dest].next_seq
+    }
+
     /// Takes the next sequence number for `dest`, for a send that completes
     /// at once (a send to self). `dest` must be below the job's size.
     pub(super) fn complete_now(&mut self, dest: usize) -> u64 {
