@@ -22,6 +22,12 @@ on_every_backend!(
 /// How long after a rank's death every process of the job must be gone.
 const DETECTION_LIMIT: Duration = Duration::from_secs(2);
 
+/// The same under `mpirun`, which stops the job itself: Open MPI's daemon
+/// notices the death within about a second, and now and then (one run in
+/// five or so here) takes one more second to end a survivor: it sends
+/// SIGTERM, then SIGKILL after `odls_base_sigkill_timeout` (1 s).
+const MPIRUN_DETECTION_LIMIT: Duration = Duration::from_secs(3);
+
 /// The watchdog's limit in these tests, in seconds.
 const WATCHDOG_SECS: u64 = 2;
 
@@ -123,8 +129,12 @@ fn a_killed_rank_stops_the_job(t: Scenario) {
         .as_millis();
     let took = Duration::from_millis((ended.saturating_sub(died)) as u64);
     println!("the job ended {took:?} after rank 2 died");
+    let limit = match t.backend {
+        Backend::Tcp => DETECTION_LIMIT,
+        Backend::Mpi => MPIRUN_DETECTION_LIMIT,
+    };
     assert!(
-        took <= DETECTION_LIMIT,
+        took <= limit,
         "the job took {took:?} to end after rank 2 died\n{}",
         out.stderr
     );

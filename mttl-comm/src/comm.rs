@@ -20,7 +20,11 @@
 //! [`Comm::recv_from_into`] is `_pmttl_brecnode` into the caller's memory
 //! (`MPI_Recv` into a given buffer), with a provided version in terms of
 //! `recv_from`; [`Comm::send_bulk`] and [`Comm::nsend_bulk`] are `send` and
-//! `nsend` of a message meant for it, provided as `send` and `nsend`.
+//! `nsend` of a message meant for it, provided as `send` and `nsend`;
+//! [`Comm::nsend_borrowed`] is an `nsend_bulk` from borrowed memory (unsafe:
+//! the caller keeps the memory until the send is done) and
+//! [`Comm::send_finished`] a `send_done` that leaves incoming messages in
+//! the network, for a caller whose own loop receives them.
 //!
 //! # Contract every backend keeps
 //!
@@ -152,6 +156,18 @@ pub trait Comm {
     /// Never blocks; makes progress.
     fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError>;
 
+    /// [`send_done`](Comm::send_done) for a caller whose own loop receives
+    /// meanwhile: makes progress on the send, but takes no incoming message
+    /// out of the network to keep for later, so that the caller's next
+    /// receive finds it where it can still choose where it goes (a large
+    /// payload that `recv_from_into` would place). A caller that waits for a
+    /// send by this alone, receiving nothing, may deadlock with a peer doing
+    /// the same: `send_done` is for that. The provided version is
+    /// `send_done`.
+    fn send_finished(&mut self, handle: SendHandle) -> Result<bool, CommError> {
+        self.send_done(handle)
+    }
+
     /// `_pmttl_brecnode`: receive the next message from `source` (any tag),
     /// blocking up to `timeout` (`None`: without limit). `Ok(None)` means the
     /// timeout passed with no message.
@@ -203,6 +219,28 @@ pub trait Comm {
     /// is `send` of one. The provided version is `nsend`.
     fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
         self.nsend(dest, tag, data)
+    }
+
+    /// [`nsend_bulk`](Comm::nsend_bulk) of borrowed memory: starts sending
+    /// `data` and returns at once, without copying it where the backend can
+    /// (MPI: `MPI_Isend` from `data`). For a caller that must not block
+    /// while a large message leaves, so that its own loop takes what
+    /// arrives meanwhile where it belongs; it then polls
+    /// [`send_finished`](Comm::send_finished). The provided version copies
+    /// `data` for `nsend_bulk`.
+    ///
+    /// # Safety
+    ///
+    /// `data` must stay valid and unchanged until `send_done` or
+    /// `send_finished` has returned `true` for the handle (or `finish` has
+    /// returned): the backend may read it until then.
+    unsafe fn nsend_borrowed(
+        &mut self,
+        dest: Rank,
+        tag: Tag,
+        data: &[u8],
+    ) -> Result<SendHandle, CommError> {
+        self.nsend_bulk(dest, tag, data.to_vec())
     }
 
     /// `_pmttl_brecany`: receive the next message from any rank (any tag),

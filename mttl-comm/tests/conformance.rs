@@ -619,6 +619,48 @@ fn bulk_sends_arrive_whole_and_in_order(c: &mut AnyComm) {
     }
 }
 
+/// Rank 0 sends rank 1 and itself messages of every length in
+/// [`BULK_LENS`] from borrowed memory (`nsend_borrowed`), keeping each
+/// buffer untouched until `send_finished` reports its send over (while
+/// rank 1 receives, so the sends progress without rank 0 draining); rank 1
+/// and rank 0 take them in order, whole.
+fn borrowed_sends_arrive_whole_and_in_order(c: &mut AnyComm) {
+    let me = c.rank();
+    if me == 0 {
+        for dest in [1, 0] {
+            for (i, &len) in BULK_LENS.iter().enumerate() {
+                let data = pattern(into_seed(0, i as Tag), len);
+                // SAFETY: `data` lives, unchanged, until the send is over:
+                // the loop below waits for that (a self-send is over at once).
+                let handle = unsafe { c.nsend_borrowed(dest, i as Tag, &data) }.unwrap();
+                let start = Instant::now();
+                while !c.send_finished(handle).unwrap() {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(60),
+                        "send {i} never ended"
+                    );
+                }
+                drop(data);
+            }
+        }
+    }
+    if me > 1 {
+        return;
+    }
+    for (i, &len) in BULK_LENS.iter().enumerate() {
+        let m = recv_from(c, 0);
+        assert_eq!(
+            (m.tag, m.data.len()),
+            (i as Tag, len),
+            "rank {me}: out of order"
+        );
+        assert!(
+            m.data == pattern(into_seed(0, i as Tag), len),
+            "rank {me}: message {i}: wrong bytes"
+        );
+    }
+}
+
 /// Each rank sends one message around a ring, receives one, and finishes
 /// at once: ranks reach `finish` at different moments, with traffic still
 /// in flight, and every one must leave cleanly.
@@ -748,6 +790,17 @@ macro_rules! conformance_suite {
                     &name("bulk_sends_arrive_whole_and_in_order"),
                     &[],
                     super::bulk_sends_arrive_whole_and_in_order,
+                );
+            }
+
+            #[test]
+            fn borrowed_sends_arrive_whole_and_in_order() {
+                run_job(
+                    stringify!($backend),
+                    2,
+                    &name("borrowed_sends_arrive_whole_and_in_order"),
+                    &[],
+                    super::borrowed_sends_arrive_whole_and_in_order,
                 );
             }
 

@@ -6,7 +6,11 @@
 //! the network (see `runtime`):
 //!
 //! 1. the first small message goes at once, as it always did, so a message
-//!    followed by a long computation is not held back;
+//!    followed by a long computation is not held back; so does every
+//!    message of a collective, which its peers wait for: a thread may send
+//!    one, find what it waits for already there and go on computing
+//!    without the loop looking at the network (a barrier's last message,
+//!    held so, made NPB IS wait up to 60 ms per iteration);
 //! 2. the following ones are appended to the destination's batch, which
 //!    leaves when it reaches [`FLUSH_BYTES`], when a large message or a
 //!    blocking receive needs the order kept, and in any case when the loop
@@ -20,6 +24,8 @@
 //! `MTTL_AGGREGATE=0` turns aggregation off (every message goes at once).
 
 use mttl_comm::{Rank, Tag};
+
+use crate::wire;
 
 /// A batch leaves once it holds this many bytes.
 pub(crate) const FLUSH_BYTES: usize = 16 * 1024;
@@ -80,7 +86,7 @@ impl Outbox {
     #[inline]
     pub(crate) fn admit(&mut self, dest: Rank, kind: Tag, header: &[u8], body: &[u8]) -> Route {
         let len = header.len() + body.len();
-        if !self.enabled || len > MAX_ITEM {
+        if !self.enabled || len > MAX_ITEM || kind == wire::COLL {
             return Route::Direct;
         }
         if !self.sent[dest] {
@@ -173,17 +179,29 @@ mod tests {
         let mut o = outbox(2);
         assert_eq!(o.admit(1, 7, b"h1", b"b1"), Route::Direct);
         assert_eq!(o.admit(1, 8, b"h2", b"b2"), Route::Batched);
-        assert_eq!(o.admit(1, 9, b"", b"x"), Route::Batched);
+        assert_eq!(o.admit(1, 11, b"", b"x"), Route::Batched);
         assert_eq!(o.admit(0, 7, b"", b""), Route::Direct);
         let batch = o.take(1).expect("a batch");
         let got: Vec<_> = items(&batch).map(Result::unwrap).collect();
-        assert_eq!(got, vec![(8, &b"h2b2"[..]), (9, &b"x"[..])]);
+        assert_eq!(got, vec![(8, &b"h2b2"[..]), (11, &b"x"[..])]);
         assert!(o.take(0).is_none());
         let mut touched = Vec::new();
         o.take_touched(&mut touched);
         assert_eq!(touched, vec![1, 0]);
         // After the loop looked at the network, the first goes at once again.
         assert_eq!(o.admit(1, 7, b"", b""), Route::Direct);
+    }
+
+    #[test]
+    fn collective_messages_are_never_batched() {
+        let mut o = outbox(2);
+        assert_eq!(o.admit(1, 7, b"h1", b"b1"), Route::Direct);
+        assert_eq!(o.admit(1, 8, b"h2", b"b2"), Route::Batched);
+        assert_eq!(o.admit(1, wire::COLL, b"c", b""), Route::Direct);
+        assert_eq!(o.admit(1, wire::COLL, b"c", b""), Route::Direct);
+        let batch = o.take(1).expect("the earlier message's batch");
+        let got: Vec<_> = items(&batch).map(Result::unwrap).collect();
+        assert_eq!(got, vec![(8, &b"h2b2"[..])]);
     }
 
     #[test]

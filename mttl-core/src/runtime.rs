@@ -49,7 +49,9 @@ use std::cell::RefCell;
 use std::rc::Weak;
 use std::time::Duration;
 
-use mttl_comm::{AnyComm, Comm, CommError, ErrorKind, Message, Op, Rank, Received, Tag};
+use mttl_comm::{
+    AnyComm, Comm, CommError, ErrorKind, Message, Op, Rank, Received, SendHandle, Tag,
+};
 use rustc_hash::FxHashMap;
 
 use crate::global::InPlace;
@@ -281,6 +283,26 @@ impl Runtime {
         self.comm.send_bulk(dest, wire::DATA, body)?;
         self.stats.sent(true, body.len());
         Ok(())
+    }
+
+    /// [`post_split`](Self::post_split) without waiting for the body to
+    /// leave: returns the handle of its non-blocking send.
+    ///
+    /// # Safety
+    ///
+    /// `body` must stay valid and unchanged until `send_finished` (or
+    /// `send_done`) has returned `true` for the handle.
+    pub(crate) unsafe fn post_split_borrowed(
+        &mut self,
+        dest: Rank,
+        kind: Tag,
+        header: &[u8],
+        body: &[u8],
+    ) -> Result<SendHandle, CommError> {
+        self.send_large_header(dest, kind, header, body.len())?;
+        self.stats.sent(false, body.len());
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.comm.nsend_borrowed(dest, wire::DATA, body) }
     }
 
     /// Step 1 of the large-message protocol, once the body is known to be

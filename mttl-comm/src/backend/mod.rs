@@ -110,6 +110,22 @@ impl Comm for AnyComm {
     }
 
     #[inline]
+    unsafe fn nsend_borrowed(
+        &mut self,
+        dest: Rank,
+        tag: Tag,
+        data: &[u8],
+    ) -> Result<SendHandle, CommError> {
+        // SAFETY: the caller's contract, passed on.
+        dispatch!(self, c => unsafe { c.nsend_borrowed(dest, tag, data) })
+    }
+
+    #[inline]
+    fn send_finished(&mut self, handle: SendHandle) -> Result<bool, CommError> {
+        dispatch!(self, c => c.send_finished(handle))
+    }
+
+    #[inline]
     fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
         dispatch!(self, c => c.send_done(handle))
     }

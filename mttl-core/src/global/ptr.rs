@@ -12,7 +12,7 @@ use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
 use bincode::{BorrowDecode, Decode, Encode};
 use bytemuck::{Pod, Zeroable};
-use mttl_comm::{AnyComm, Rank};
+use mttl_comm::{AnyComm, Comm, Rank, SendHandle};
 
 use super::completion::Request;
 use super::error::{Fault, GlobalError, GlobalErrorKind};
@@ -21,7 +21,7 @@ use super::{or_panic, pack_addr, MAX_REQUEST};
 use crate::codec;
 use crate::invoke::{self, RemoteMethod};
 use crate::registry::Callable;
-use crate::runtime::{with_rt, Runtime};
+use crate::runtime::{try_with_rt, with_rt, Runtime};
 use crate::thread;
 use crate::wire::{self, HeaderBuf};
 
@@ -211,6 +211,69 @@ const SPLIT_WRITE: usize = 2 << 10;
 fn splits_write(rt: &Runtime, len: usize) -> bool {
     len > SPLIT_WRITE && !matches!(rt.comm, AnyComm::Tcp(_))
 }
+
+/// Whether a write body of `len` bytes, from a thread, leaves by a
+/// non-blocking send while the thread yields (see [`wait_for_send`]).
+///
+/// A blocking send of a large body stops this rank's loop until the owner
+/// has taken it. When two ranks write large bodies to each other (an
+/// all-to-all), each takes the other's while it waits, into memory of its
+/// own (fresh pages), and copies it into the region afterwards. Sent while
+/// the thread yields, the body leaves the same way, and this rank's loop
+/// meanwhile receives the other's straight into its region.
+fn leaves_while_yielding(rt: &Runtime, len: usize) -> bool {
+    len > YIELDING_WRITE && splits_write(rt, len)
+}
+
+/// See [`leaves_while_yielding`]: smaller bodies leave within a few
+/// microseconds, less than a yield per poll would add.
+const YIELDING_WRITE: usize = 64 << 10;
+
+/// Yields until the non-blocking send `handle` to `node` is over, so the
+/// caller's borrowed body outlives it. A thread unwound meanwhile (the job
+/// is ending) waits without yielding, at most [`UNWIND_SEND_WAIT`].
+fn wait_for_send(node: Rank, handle: SendHandle) {
+    /// Waits on drop for the send while its body is about to be released.
+    struct Leaving(Option<SendHandle>);
+
+    impl Drop for Leaving {
+        fn drop(&mut self) {
+            let Some(handle) = self.0 else {
+                return;
+            };
+            let start = std::time::Instant::now();
+            try_with_rt(|rt| {
+                while let Ok(false) = rt.comm.send_done(handle) {
+                    if start.elapsed() > UNWIND_SEND_WAIT {
+                        break;
+                    }
+                }
+            });
+        }
+    }
+
+    let mut leaving = Leaving(Some(handle));
+    loop {
+        let done = with_rt(|rt| {
+            rt.stats.test += 1;
+            // The runtime's loop, which runs at every yield, takes what
+            // arrives meanwhile: a body written to this rank is left in the
+            // network for it to place.
+            rt.comm
+                .send_finished(handle)
+                .unwrap_or_else(|e| rt.fail(&format!("sending a write to rank {node}: {e}"), 1))
+        });
+        if done {
+            break;
+        }
+        thread::yield_now();
+    }
+    leaving.0 = None;
+}
+
+/// How long an unwinding thread waits for its body's send (see
+/// [`wait_for_send`]).
+const UNWIND_SEND_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The largest part of a request, rounded down to whole elements.
 fn piece_len(elem: usize) -> usize {
@@ -503,10 +566,11 @@ impl<T: Pod> GlobalPtr<T> {
                 buf.with_bytes_mut(off, len, |b| b.copy_from_slice(data))
             });
         }
-        let requests = with_rt(|rt| {
-            let mut requests = Vec::new();
-            let mut offset = at.offset;
-            for piece in data.chunks(piece_len(elem)) {
+        let yields = thread::in_thread();
+        let mut requests = Vec::new();
+        let mut offset = at.offset;
+        for piece in data.chunks(piece_len(elem)) {
+            let leaving = with_rt(|rt| {
                 let header = HeaderBuf::with_capacity(16)
                     .u32(at.region)
                     .u64(pack_addr(offset, elem));
@@ -519,7 +583,15 @@ impl<T: Pod> GlobalPtr<T> {
                     rt.global.note_nwrite(at.node);
                     (wire::WRITE, header.bytes)
                 };
-                let sent = if splits_write(rt, piece.len()) {
+                let sent = if yields && leaves_while_yielding(rt, piece.len()) {
+                    // SAFETY: `piece` stays borrowed until this function
+                    // returns, which is after `wait_for_send` saw the send
+                    // over (or gave up on it while the job ends).
+                    let sent = unsafe { rt.post_split_borrowed(at.node, kind, &header, piece) };
+                    return Some(sent.unwrap_or_else(|e| {
+                        rt.fail(&format!("sending a write to rank {}: {e}", at.node), 1)
+                    }));
+                } else if splits_write(rt, piece.len()) {
                     rt.post_split(at.node, kind, &header, piece)
                 } else {
                     rt.post(at.node, kind, &header, piece)
@@ -527,10 +599,13 @@ impl<T: Pod> GlobalPtr<T> {
                 if let Err(e) = sent {
                     rt.fail(&format!("sending a write to rank {}: {e}", at.node), 1);
                 }
-                offset = offset.wrapping_add(piece.len() as u64);
+                None
+            });
+            if let Some(handle) = leaving {
+                wait_for_send(at.node, handle);
             }
-            requests
-        });
+            offset = offset.wrapping_add(piece.len() as u64);
+        }
         wait_all(&at, requests)
     }
 

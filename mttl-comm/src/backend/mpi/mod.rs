@@ -44,6 +44,8 @@
 //! | `recv_any`  | inbox, else `MPI_Test` loop on the posted receive                      |
 //! | `recv_from_into` | as `recv_from`; a large message next from the source is `MPI_Irecv`'d into the caller's buffer (`in_place.rs`) |
 //! | `send_bulk`, `nsend_bulk` | as `send`, `nsend`, but announced by a marker above [`BULK_MIN`] bytes, so that `recv_from_into` takes them in place |
+//! | `nsend_borrowed` | as `nsend_bulk`, `MPI_Isend` straight from the caller's memory |
+//! | `send_finished` | `MPI_Test`, without the drain of `send_done` |
 //!
 //! A drain is one `MPI_Test` of the posted receive and, if it got a message,
 //! filing it into the inbox (re-posting at the next poll). Every primitive
@@ -135,7 +137,7 @@ use self::inbox::Inbox;
 use self::launcher::LauncherVars;
 use self::posted::Posted;
 use self::raw::{Channel, MpiCode, World, MIN_TAG_UB};
-use self::sends::{PendingSends, SendState};
+use self::sends::{Payload, PendingSends, SendState};
 use self::wait::LearnedSpin;
 use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env;
@@ -297,19 +299,31 @@ impl MpiComm {
         )
     }
 
-    /// `nsend`, announcing the message by a marker if it is larger than
-    /// `marker_above` bytes (at most [`SMALL_MAX`]).
+    /// `nsend` of `payload` (`len` bytes), announcing the message by a
+    /// marker if it is larger than `marker_above` bytes (at most
+    /// [`SMALL_MAX`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`PendingSends::start`]: a borrowed payload stays valid and
+    /// unchanged until a test reports the send complete.
     #[inline]
-    fn start_nsend(
+    unsafe fn start_nsend(
         &mut self,
         dest: Rank,
         tag: Tag,
-        data: Vec<u8>,
+        payload: Payload,
+        len: usize,
         marker_above: usize,
     ) -> Result<SendHandle, CommError> {
         let op = Op::Nsend(dest);
-        let (mpi_dest, mpi_tag, len) = self.check_send(op, dest, tag, data.len())?;
+        let (mpi_dest, mpi_tag, mpi_len) = self.check_send(op, dest, tag, len)?;
         if dest == self.rank {
+            let data = match payload {
+                Payload::Owned(data) => data,
+                // SAFETY: the caller keeps `len` bytes at `ptr` valid.
+                Payload::Borrowed(ptr) => unsafe { std::slice::from_raw_parts(ptr, len) }.to_vec(),
+            };
             let seq = self.sends.complete_now(dest);
             self.inbox.push(Message {
                 source: dest,
@@ -326,13 +340,36 @@ impl MpiComm {
                 .map_err(|code| self.mpi_error(op, code))?;
         }
         let channel = self
-            .announce(mpi_dest, mpi_tag, data.len(), marker_above)
+            .announce(mpi_dest, mpi_tag, len, marker_above)
             .map_err(|code| self.mpi_error(op, code))?;
-        let seq = self
-            .sends
-            .start(&world, channel, dest, mpi_dest, mpi_tag, len, data)
-            .map_err(|code| self.mpi_error(op, code))?;
+        // SAFETY: passed on from the caller.
+        let seq = unsafe {
+            self.sends
+                .start(&world, channel, dest, mpi_dest, mpi_tag, mpi_len, payload)
+        }
+        .map_err(|code| self.mpi_error(op, code))?;
         Ok(SendHandle { dest, seq })
+    }
+
+    /// `MPI_Test` of the send `handle`, nothing more.
+    #[inline]
+    fn test_send(&mut self, handle: SendHandle) -> Result<bool, CommError> {
+        let op = Op::SendDone(handle.dest);
+        self.check_rank(op, handle.dest)?;
+        let world = self.world;
+        match self.sends.test(&world, handle.dest, handle.seq) {
+            Ok(SendState::Done) => Ok(true),
+            Ok(SendState::InFlight) => Ok(false),
+            Ok(SendState::NeverStarted { started }) => Err(self.error(
+                op,
+                ErrorKind::Mpi(format!(
+                    "no nsend to rank {} has sequence number {} (only {started} were started): \
+                     the handle did not come from this backend",
+                    handle.dest, handle.seq
+                )),
+            )),
+            Err(code) => Err(self.mpi_error(op, code)),
+        }
     }
 
     /// Leaves MPI unfinalised so the launcher ends the job (see the module
@@ -461,7 +498,9 @@ impl Comm for MpiComm {
 
     #[inline]
     fn nsend(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
-        self.start_nsend(dest, tag, data, SMALL_MAX)
+        let len = data.len();
+        // SAFETY: the payload is owned.
+        unsafe { self.start_nsend(dest, tag, Payload::Owned(data), len, SMALL_MAX) }
     }
 
     fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
@@ -474,32 +513,37 @@ impl Comm for MpiComm {
     }
 
     fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
-        self.start_nsend(dest, tag, data, BULK_MIN)
+        let len = data.len();
+        // SAFETY: the payload is owned.
+        unsafe { self.start_nsend(dest, tag, Payload::Owned(data), len, BULK_MIN) }
+    }
+
+    unsafe fn nsend_borrowed(
+        &mut self,
+        dest: Rank,
+        tag: Tag,
+        data: &[u8],
+    ) -> Result<SendHandle, CommError> {
+        let payload = Payload::Borrowed(data.as_ptr());
+        // SAFETY: the caller keeps `data` valid and unchanged until a test
+        // reports the send complete (the trait's contract).
+        unsafe { self.start_nsend(dest, tag, payload, data.len(), BULK_MIN) }
     }
 
     #[inline]
     fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
-        let op = Op::SendDone(handle.dest);
-        self.check_rank(op, handle.dest)?;
-        let world = self.world;
-        match self.sends.test(&world, handle.dest, handle.seq) {
-            Ok(SendState::Done) => Ok(true),
-            Ok(SendState::InFlight) => {
-                // Progress in both directions: a peer may wait for this
-                // rank to take its large message before it takes ours.
-                self.drain_one(op)?;
-                Ok(false)
-            }
-            Ok(SendState::NeverStarted { started }) => Err(self.error(
-                op,
-                ErrorKind::Mpi(format!(
-                    "no nsend to rank {} has sequence number {} (only {started} were started): \
-                     the handle did not come from this backend",
-                    handle.dest, handle.seq
-                )),
-            )),
-            Err(code) => Err(self.mpi_error(op, code)),
+        let done = self.test_send(handle)?;
+        if !done {
+            // Progress in both directions: a peer may wait for this rank to
+            // take its large message before it takes ours.
+            self.drain_one(Op::SendDone(handle.dest))?;
         }
+        Ok(done)
+    }
+
+    #[inline]
+    fn send_finished(&mut self, handle: SendHandle) -> Result<bool, CommError> {
+        self.test_send(handle)
     }
 
     #[inline]

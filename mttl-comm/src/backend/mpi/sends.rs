@@ -20,11 +20,21 @@ use std::mem::ManuallyDrop;
 
 use super::raw::{Channel, MpiCode, Request, World};
 
+/// What an `nsend` sends from.
+#[derive(Debug)]
+pub(super) enum Payload {
+    /// A buffer the send owns until it completes.
+    Owned(Vec<u8>),
+    /// Memory its owner keeps valid and unchanged until the send completes.
+    Borrowed(*const u8),
+}
+
 /// One started `MPI_Isend` and the buffer it reads.
 struct InFlight {
     seq: u64,
     request: Request,
-    /// Never dropped while the send may still read it (see the module doc).
+    /// Never dropped while the send may still read it (see the module doc);
+    /// empty for a borrowed payload.
     buf: ManuallyDrop<Vec<u8>>,
 }
 
@@ -117,12 +127,18 @@ impl PendingSends {
         seq
     }
 
-    /// Starts `MPI_Isend` of `buf` on `channel` to `dest` (an MPI rank equal
-    /// to `dest`) and keeps `buf` until the send completes. Returns its
-    /// sequence number.
+    /// Starts `MPI_Isend` of `payload` on `channel` to `dest` (an MPI rank
+    /// equal to `dest`) and keeps an owned payload until the send completes.
+    /// Returns its sequence number.
+    ///
+    /// # Safety
+    ///
+    /// A borrowed payload must stay valid and unchanged until `MPI_Test`
+    /// reports the send complete (its owner waits for [`test`](Self::test)
+    /// to say `Done`).
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub(super) fn start(
+    pub(super) unsafe fn start(
         &mut self,
         world: &World,
         channel: Channel,
@@ -130,14 +146,19 @@ impl PendingSends {
         mpi_dest: c_int,
         tag: c_int,
         len: c_int,
-        buf: Vec<u8>,
+        payload: Payload,
     ) -> Result<u64, MpiCode> {
-        let buf = ManuallyDrop::new(buf);
-        // SAFETY: `buf` moves into this table right below and stays there,
-        // never freed, until MPI_Test reports the send complete (module
-        // invariant); moving the `Vec` does not move its heap buffer. If
-        // MPI_Isend fails, no send was started and `buf` is freed below.
-        let started = unsafe { world.isend(channel, mpi_dest, tag, buf.as_ptr(), len) };
+        let (ptr, buf) = match payload {
+            Payload::Owned(buf) => (buf.as_ptr(), ManuallyDrop::new(buf)),
+            Payload::Borrowed(ptr) => (ptr, ManuallyDrop::new(Vec::new())),
+        };
+        // SAFETY: an owned `buf` moves into this table right below and stays
+        // there, never freed, until MPI_Test reports the send complete
+        // (module invariant); moving the `Vec` does not move its heap
+        // buffer. A borrowed payload stays valid as long (caller's
+        // contract). If MPI_Isend fails, no send was started and `buf` is
+        // freed below.
+        let started = unsafe { world.isend(channel, mpi_dest, tag, ptr, len) };
         let request = match started {
             Ok(request) => request,
             Err(code) => {
