@@ -29,6 +29,7 @@ on_every_backend!(
     owner_threads_wait_for_member_functions,
     many_nwrites_in_flight_then_fence,
     barrier_makes_nwrites_visible,
+    the_job_ends_while_large_nwrites_are_in_flight,
 );
 
 // ---- Memory each node keeps between calls, by region ----
@@ -903,6 +904,42 @@ fn barrier_makes_nwrites_visible(t: Scenario) {
         let ptrs = mttl::spmd(alloc_u64, (mttl::size(),));
         mttl::spmd(rounds_with_barriers, (ptrs, 20u64));
         println!("every barrier made the nwrites before it visible");
+    })
+    .assert_success();
+}
+
+// ---- the end of a job ----
+
+/// Starts a thread on this node that `nwrite`s 8 MiB blocks to `target`
+/// for ever, from a buffer on its own stack frame.
+#[mttl::remote]
+fn write_for_ever(target: GlobalPtr<u8>) {
+    mttl::thread::spawn("writer", move || {
+        let block = vec![0x5au8; 8 << 20];
+        loop {
+            target.nwrite_slice(&block);
+            // A cooperative thread that never blocks or yields starves its
+            // rank's loop, which must see the end of the job. (On MPI a
+            // large nwrite yields while it leaves anyway.)
+            mttl::thread::yield_now();
+        }
+    });
+}
+
+/// Node 0 ends the job while node 1's thread is in the middle of large
+/// `nwrite`s to it (on MPI they leave from the thread's buffer while the
+/// thread yields): the job ends cleanly, with main's code, and the buffer
+/// is released only after its send (nothing reads freed memory, nothing
+/// waits for ever).
+fn the_job_ends_while_large_nwrites_are_in_flight(t: Scenario) {
+    t.run(2, || {
+        let landing = GlobalArray::<u8>::new(8 << 20);
+        mttl::invoke(1, write_for_ever, (landing.global_ptr(),));
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(300) {
+            mttl::thread::yield_now();
+        }
+        println!("main returns while rank 1 writes");
     })
     .assert_success();
 }

@@ -212,6 +212,9 @@ pub(crate) struct Runtime {
     flush_list: Vec<Rank>,
     exit_code: Option<i32>,
     exit_acks: usize,
+    /// Non-blocking sends of bodies borrowed from a suspended thread's
+    /// memory (`nsend_borrowed`), until that thread saw them over.
+    pub(crate) borrowed_sends: Vec<SendHandle>,
 }
 
 impl Runtime {
@@ -239,6 +242,7 @@ impl Runtime {
             flush_list: Vec::new(),
             exit_code: None,
             exit_acks: 0,
+            borrowed_sends: Vec::new(),
         })
     }
 
@@ -302,7 +306,25 @@ impl Runtime {
         self.send_large_header(dest, kind, header, body.len())?;
         self.stats.sent(false, body.len());
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.comm.nsend_borrowed(dest, wire::DATA, body) }
+        let handle = unsafe { self.comm.nsend_borrowed(dest, wire::DATA, body) }?;
+        self.borrowed_sends.push(handle);
+        Ok(handle)
+    }
+
+    /// Waits (at most [`BORROWED_SEND_WAIT`]) for the sends of borrowed
+    /// bodies still in flight, before the job's suspended threads are
+    /// unwound and their memory released.
+    fn finish_borrowed_sends(&mut self) {
+        let start = std::time::Instant::now();
+        while let Some(&handle) = self.borrowed_sends.last() {
+            match self.comm.send_done(handle) {
+                Ok(false) if start.elapsed() < BORROWED_SEND_WAIT => {}
+                // Done, failed (the job ends anyway), or out of time.
+                _ => {
+                    self.borrowed_sends.pop();
+                }
+            }
+        }
     }
 
     /// Step 1 of the large-message protocol, once the body is known to be
@@ -624,6 +646,9 @@ pub(crate) fn let_the_failing_rank_exit_first() {
     std::thread::sleep(ABORT_LINGER);
 }
 
+/// How long the end of a job waits for the sends of borrowed bodies.
+const BORROWED_SEND_WAIT: Duration = Duration::from_secs(5);
+
 /// Prints `line` and a newline on stderr in one write, so that it stays
 /// whole when ranks share a pipe or `mpirun --tag-output` tags each write.
 pub(crate) fn report_line(line: &str) {
@@ -717,6 +742,9 @@ pub fn start<R: MainResult>(main: impl FnOnce() -> R + 'static) -> i32 {
         });
     }
     serve();
+    // Threads still suspended are about to be unwound: their memory must
+    // not be freed under a send still reading it.
+    try_with_rt(Runtime::finish_borrowed_sends);
     let rt = RUNTIME.with(|cell| cell.borrow_mut().take());
     thread::unwind_all();
     let Some(rt) = rt else { return FAILURE_CODE };

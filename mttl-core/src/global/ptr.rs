@@ -21,7 +21,7 @@ use super::{or_panic, pack_addr, MAX_REQUEST};
 use crate::codec;
 use crate::invoke::{self, RemoteMethod};
 use crate::registry::Callable;
-use crate::runtime::{try_with_rt, with_rt, Runtime};
+use crate::runtime::{with_rt, Runtime};
 use crate::thread;
 use crate::wire::{self, HeaderBuf};
 
@@ -230,50 +230,31 @@ fn leaves_while_yielding(rt: &Runtime, len: usize) -> bool {
 const YIELDING_WRITE: usize = 64 << 10;
 
 /// Yields until the non-blocking send `handle` to `node` is over, so the
-/// caller's borrowed body outlives it. A thread unwound meanwhile (the job
-/// is ending) waits without yielding, at most [`UNWIND_SEND_WAIT`].
+/// caller's borrowed body outlives it. A thread still waiting here when the
+/// job ends is unwound only after the runtime has waited for the send
+/// (`Runtime::finish_borrowed_sends`).
 fn wait_for_send(node: Rank, handle: SendHandle) {
-    /// Waits on drop for the send while its body is about to be released.
-    struct Leaving(Option<SendHandle>);
-
-    impl Drop for Leaving {
-        fn drop(&mut self) {
-            let Some(handle) = self.0 else {
-                return;
-            };
-            let start = std::time::Instant::now();
-            try_with_rt(|rt| {
-                while let Ok(false) = rt.comm.send_done(handle) {
-                    if start.elapsed() > UNWIND_SEND_WAIT {
-                        break;
-                    }
-                }
-            });
-        }
-    }
-
-    let mut leaving = Leaving(Some(handle));
     loop {
         let done = with_rt(|rt| {
             rt.stats.test += 1;
             // The runtime's loop, which runs at every yield, takes what
             // arrives meanwhile: a body written to this rank is left in the
             // network for it to place.
-            rt.comm
+            let done = rt
+                .comm
                 .send_finished(handle)
-                .unwrap_or_else(|e| rt.fail(&format!("sending a write to rank {node}: {e}"), 1))
+                .unwrap_or_else(|e| rt.fail(&format!("sending a write to rank {node}: {e}"), 1));
+            if done {
+                rt.borrowed_sends.retain(|&h| h != handle);
+            }
+            done
         });
         if done {
-            break;
+            return;
         }
         thread::yield_now();
     }
-    leaving.0 = None;
 }
-
-/// How long an unwinding thread waits for its body's send (see
-/// [`wait_for_send`]).
-const UNWIND_SEND_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The largest part of a request, rounded down to whole elements.
 fn piece_len(elem: usize) -> usize {
