@@ -105,11 +105,11 @@ impl Run {
 /// Runs `mttl-bench load --json --seed SEED ARGS`, stopping it (SIGTERM,
 /// which its launcher forwards to the ranks) if it is not done within
 /// `deadline`.
-fn run_load(args: &[&str], deadline: Duration) -> Run {
+fn run_load(args: &str, deadline: Duration) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
         .arg("load")
         .args(["--json", "--seed", &SEED.to_string()])
-        .args(args)
+        .args(args.split_whitespace())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -139,7 +139,7 @@ fn run_load(args: &[&str], deadline: Duration) -> Run {
             let _ = child.kill();
             let _ = child.wait();
             panic!(
-                "mttl-bench load {args:?} did not finish within {deadline:?}: a message was lost \
+                "mttl-bench load {args} did not finish within {deadline:?}: a message was lost \
                  or the job hung; stderr:\n{}",
                 err_reader.join().unwrap_or_default()
             );
@@ -232,18 +232,7 @@ fn check_transfer(results: &Value, bytes: u64) {
 #[test]
 fn ainvoke_100k_calls_on_4_ranks_are_each_served_once_and_answered() {
     let run = run_load(
-        &[
-            "--scenarios",
-            "ainvoke",
-            "--np",
-            "4",
-            "--ainvokes",
-            "100000",
-            "--rounds",
-            "2",
-            "--timeout",
-            "120",
-        ],
+        "--scenarios ainvoke --np 4 --ainvokes 100000 --rounds 2 --timeout 120",
         Duration::from_secs(180),
     );
     check_ainvoke(run.results("ainvoke"), 4, 100_000);
@@ -252,18 +241,7 @@ fn ainvoke_100k_calls_on_4_ranks_are_each_served_once_and_answered() {
 #[test]
 fn threads_20k_live_on_one_rank_all_return_their_results() {
     let run = run_load(
-        &[
-            "--scenarios",
-            "threads",
-            "--np",
-            "2",
-            "--threads",
-            "20000",
-            "--rounds",
-            "1",
-            "--timeout",
-            "120",
-        ],
+        "--scenarios threads --np 2 --threads 20000 --rounds 1 --timeout 120",
         Duration::from_secs(180),
     );
     let results = run.results("threads");
@@ -274,18 +252,7 @@ fn threads_20k_live_on_one_rank_all_return_their_results() {
 #[test]
 fn transfer_64_mib_arrives_intact_written_read_and_invoked() {
     let run = run_load(
-        &[
-            "--scenarios",
-            "transfer",
-            "--np",
-            "2",
-            "--bytes",
-            "64M",
-            "--chunk",
-            "16M",
-            "--timeout",
-            "120",
-        ],
+        "--scenarios transfer --np 2 --bytes 64M --chunk 16M --timeout 120",
         Duration::from_secs(180),
     );
     let results = run.results("transfer");
@@ -299,24 +266,7 @@ fn transfer_64_mib_arrives_intact_written_read_and_invoked() {
 #[test]
 fn soak_runs_rounds_of_everything_and_tracks_memory() {
     let run = run_load(
-        &[
-            "--scenarios",
-            "soak",
-            "--np",
-            "3",
-            "--duration",
-            "2",
-            "--ainvokes",
-            "3000",
-            "--threads",
-            "300",
-            "--bytes",
-            "1M",
-            "--chunk",
-            "256K",
-            "--timeout",
-            "120",
-        ],
+        "--scenarios soak --np 3 --duration 2 --ainvokes 3000 --threads 300 --bytes 1M --chunk 256K --timeout 120",
         Duration::from_secs(180),
     );
     let results = run.results("soak");
@@ -334,11 +284,11 @@ fn soak_runs_rounds_of_everything_and_tracks_memory() {
 }
 
 /// Runs `scenario` with `fault` injected; it must fail.
-fn run_with_fault(args: &[&str]) -> Run {
+fn run_with_fault(args: &str) -> Run {
     let run = run_load(args, Duration::from_secs(120));
     assert!(
         !run.success,
-        "mttl-bench load {args:?} passed despite the fault:\n{}",
+        "mttl-bench load {args} passed despite the fault:\n{}",
         run.stdout
     );
     run
@@ -346,16 +296,7 @@ fn run_with_fault(args: &[&str]) -> Run {
 
 #[test]
 fn faults_a_lost_call_is_caught_by_the_callee_sums() {
-    let run = run_with_fault(&[
-        "--scenarios",
-        "ainvoke",
-        "--np",
-        "3",
-        "--ainvokes",
-        "3000",
-        "--fault",
-        "lose-call",
-    ]);
+    let run = run_with_fault("--scenarios ainvoke --np 3 --ainvokes 3000 --fault lose-call");
     // The program's report says so, and so does this file's own sum.
     let doc = run
         .doc
@@ -375,18 +316,8 @@ fn faults_a_lost_call_is_caught_by_the_callee_sums() {
 
 #[test]
 fn faults_a_flipped_bit_is_caught_by_the_receiver_checksums() {
-    let run = run_with_fault(&[
-        "--scenarios",
-        "transfer",
-        "--bytes",
-        "1M",
-        "--chunk",
-        "256K",
-        "--np",
-        "2",
-        "--fault",
-        "flip-bit",
-    ]);
+    let run =
+        run_with_fault("--scenarios transfer --bytes 1M --chunk 256K --np 2 --fault flip-bit");
     let doc = run
         .doc
         .as_ref()
@@ -400,18 +331,8 @@ fn faults_a_flipped_bit_is_caught_by_the_receiver_checksums() {
 
 #[test]
 fn faults_a_reply_never_sent_stops_the_job_naming_the_stall() {
-    let run = run_with_fault(&[
-        "--scenarios",
-        "ainvoke",
-        "--np",
-        "3",
-        "--ainvokes",
-        "3000",
-        "--timeout",
-        "5",
-        "--fault",
-        "drop-reply",
-    ]);
+    let run =
+        run_with_fault("--scenarios ainvoke --np 3 --ainvokes 3000 --timeout 5 --fault drop-reply");
     assert!(
         run.stderr.contains("did not finish within 5 s"),
         "no watchdog message:\n{}",
@@ -423,24 +344,7 @@ fn faults_a_reply_never_sent_stops_the_job_naming_the_stall() {
 #[test]
 fn mpi_ainvokes_and_a_transfer_arrive_intact() {
     let run = run_load(
-        &[
-            "--backend",
-            "mpi",
-            "--scenarios",
-            "ainvoke,transfer",
-            "--np",
-            "3",
-            "--ainvokes",
-            "20000",
-            "--rounds",
-            "2",
-            "--bytes",
-            "16M",
-            "--chunk",
-            "4M",
-            "--timeout",
-            "120",
-        ],
+        "--backend mpi --scenarios ainvoke,transfer --np 3 --ainvokes 20000 --rounds 2 --bytes 16M --chunk 4M --timeout 120",
         Duration::from_secs(240),
     );
     check_ainvoke(run.results("ainvoke"), 3, 20_000);
@@ -451,14 +355,7 @@ fn mpi_ainvokes_and_a_transfer_arrive_intact() {
 #[ignore = "full size: 1 M ainvokes; run with --release -- --ignored"]
 fn full_size_1m_ainvokes_on_4_ranks() {
     let run = run_load(
-        &[
-            "--scenarios",
-            "ainvoke",
-            "--np",
-            "4",
-            "--ainvokes",
-            "1000000",
-        ],
+        "--scenarios ainvoke --np 4 --ainvokes 1000000",
         Duration::from_secs(900),
     );
     check_ainvoke(run.results("ainvoke"), 4, 1_000_000);
@@ -468,7 +365,7 @@ fn full_size_1m_ainvokes_on_4_ranks() {
 #[ignore = "full size: 20 k threads, 4 rounds; run with --release -- --ignored"]
 fn full_size_20k_threads_four_rounds() {
     let run = run_load(
-        &["--scenarios", "threads", "--np", "2", "--threads", "20000"],
+        "--scenarios threads --np 2 --threads 20000",
         Duration::from_secs(900),
     );
     check_threads(run.results("threads"), 20_000, 4);
@@ -478,7 +375,7 @@ fn full_size_20k_threads_four_rounds() {
 #[ignore = "full size: a 1 GiB transfer; run with --release -- --ignored"]
 fn full_size_1_gib_transfer() {
     let run = run_load(
-        &["--scenarios", "transfer", "--np", "2", "--bytes", "1G"],
+        "--scenarios transfer --np 2 --bytes 1G",
         Duration::from_secs(900),
     );
     let results = run.results("transfer");
@@ -490,7 +387,7 @@ fn full_size_1_gib_transfer() {
 #[ignore = "a 10-minute soak; run with --release -- --ignored"]
 fn soak_ten_minutes() {
     let run = run_load(
-        &["--scenarios", "soak", "--np", "4", "--duration", "600"],
+        "--scenarios soak --np 4 --duration 600",
         Duration::from_secs(1500),
     );
     let results = run.results("soak");
