@@ -22,9 +22,12 @@
 //! `recv_from`; [`Comm::send_bulk`] and [`Comm::nsend_bulk`] are `send` and
 //! `nsend` of a message meant for it, provided as `send` and `nsend`;
 //! [`Comm::nsend_borrowed`] is an `nsend_bulk` from borrowed memory (unsafe:
-//! the caller keeps the memory until the send is done) and
+//! the caller keeps the memory until the send is done),
 //! [`Comm::send_finished`] a `send_done` that leaves incoming messages in
-//! the network, for a caller whose own loop receives them.
+//! the network, for a caller whose own loop receives them, and
+//! [`Comm::send_headed_bulk`] and [`Comm::nsend_headed_borrowed`] a small
+//! `send` followed by `send_bulk` or `nsend_borrowed` (the MPI backend
+//! carries the first inside the second's marker).
 //!
 //! # Contract every backend keeps
 //!
@@ -241,6 +244,45 @@ pub trait Comm {
         data: &[u8],
     ) -> Result<SendHandle, CommError> {
         self.nsend_bulk(dest, tag, data.to_vec())
+    }
+
+    /// Sends `head` (a small message: tag and bytes) and then `data` as
+    /// [`send_bulk`](Comm::send_bulk) does, to the same `dest`: two
+    /// messages, received as two, in that order. For a header announcing
+    /// the body that follows it, such as a remote write's: a backend may
+    /// carry `head` inside what announces `data` (MPI: in the marker,
+    /// saving a message). The provided version is `send` then `send_bulk`.
+    fn send_headed_bulk(
+        &mut self,
+        dest: Rank,
+        head: (Tag, &[u8]),
+        tag: Tag,
+        data: &[u8],
+    ) -> Result<(), CommError> {
+        self.send(dest, head.0, head.1)?;
+        self.send_bulk(dest, tag, data)
+    }
+
+    /// [`nsend_borrowed`](Comm::nsend_borrowed) of `data` behind `head`, as
+    /// [`send_headed_bulk`](Comm::send_headed_bulk) is `send_bulk` behind
+    /// it: `head` is sent at once; the handle is `data`'s. The provided
+    /// version is `send` then `nsend_borrowed`.
+    ///
+    /// # Safety
+    ///
+    /// As for `nsend_borrowed`: `data` must stay valid and unchanged until
+    /// `send_done` or `send_finished` has returned `true` for the handle
+    /// (or `finish` has returned).
+    unsafe fn nsend_headed_borrowed(
+        &mut self,
+        dest: Rank,
+        head: (Tag, &[u8]),
+        tag: Tag,
+        data: &[u8],
+    ) -> Result<SendHandle, CommError> {
+        self.send(dest, head.0, head.1)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.nsend_borrowed(dest, tag, data) }
     }
 
     /// `_pmttl_brecany`: receive the next message from any rank (any tag),

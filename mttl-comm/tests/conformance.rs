@@ -661,6 +661,159 @@ fn borrowed_sends_arrive_whole_and_in_order(c: &mut AnyComm) {
     }
 }
 
+/// The head lengths of `headed_sends_arrive_whole_and_in_order`, cycled:
+/// around what the MPI backend carries inside a marker (64 bytes).
+const HEAD_LENS: &[usize] = &[0, 16, 64, 65, 300];
+
+/// Ranks 0 and 2 each send rank 1 (and first themselves) a head and a body
+/// of every length in [`BULK_LENS`], by `send_headed_bulk` and
+/// `nsend_headed_borrowed` alternately. Rank 1 takes every head (by
+/// `recv_any`, or by `recv_from_into` refusing it), then its body four ways
+/// in turn: `recv_from_into` accepting it (placed when it fits), a probe
+/// and `recv_from`, `recv_from_into` refusing it, and `recv_from` after a
+/// head from the other sender came between. Each must arrive whole, as
+/// two messages, in order.
+fn headed_sends_arrive_whole_and_in_order(c: &mut AnyComm) {
+    let me = c.rank();
+    let head = |src: Rank, i: usize| {
+        pattern(
+            into_seed(src, 100 + i as Tag),
+            HEAD_LENS[i % HEAD_LENS.len()],
+        )
+    };
+    let body = |src: Rank, i: usize| pattern(into_seed(src, 200 + i as Tag), BULK_LENS[i]);
+    if me == 0 || me == 2 {
+        for dest in [me, 1] {
+            for i in 0..BULK_LENS.len() {
+                let (h, data) = (head(me, i), body(me, i));
+                let head_msg = (100 + i as Tag, &h[..]);
+                if i % 2 == 0 {
+                    c.send_headed_bulk(dest, head_msg, 200 + i as Tag, &data)
+                        .unwrap();
+                    continue;
+                }
+                // SAFETY: `data` lives, unchanged, until the send is over:
+                // the loop below waits for that.
+                let handle =
+                    unsafe { c.nsend_headed_borrowed(dest, head_msg, 200 + i as Tag, &data) }
+                        .unwrap();
+                let start = Instant::now();
+                while !c.send_finished(handle).unwrap() {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(60),
+                        "send {i} never ended"
+                    );
+                }
+            }
+            if dest == me {
+                for i in 0..BULK_LENS.len() {
+                    let h = recv_from(c, me);
+                    assert_eq!((h.tag, &h.data), (100 + i as Tag, &head(me, i)));
+                    let b = recv_from(c, me);
+                    assert_eq!((b.tag, &b.data), (200 + i as Tag, &body(me, i)));
+                }
+            }
+        }
+        return;
+    }
+    if me != 1 {
+        return;
+    }
+    let mut next = [0usize; 3];
+    let mut buf = vec![0u8; 128 << 10];
+    let total = 2 * BULK_LENS.len();
+    for n in 0..total {
+        let h = if n % 2 == 0 {
+            recv_any(c)
+        } else {
+            // Refused by `recv_from_into`, taken as it is.
+            let src = if next[0] < BULK_LENS.len() { 0 } else { 2 };
+            match c
+                .recv_from_into(src, Some(Duration::from_secs(60)), &mut buf, &|_| false)
+                .unwrap()
+                .expect("a head came")
+            {
+                Received::Owned(m) => m,
+                Received::Placed(e) => panic!("a refused head was placed: {e:?}"),
+            }
+        };
+        let src = h.source;
+        let i = next[src];
+        next[src] += 1;
+        assert_eq!(
+            (h.tag, &h.data),
+            (100 + i as Tag, &head(src, i)),
+            "head {i} from rank {src}"
+        );
+        let want = body(src, i);
+        let fits = want.len() <= buf.len();
+        buf.fill(0xee);
+        let check_owned = |m: Message| {
+            assert_eq!(
+                (m.source, m.tag),
+                (src, 200 + i as Tag),
+                "body {i} from rank {src}"
+            );
+            assert!(m.data == want, "body {i} from rank {src}: wrong bytes");
+        };
+        match n % 4 {
+            0 => match c
+                .recv_from_into(src, Some(Duration::from_secs(60)), &mut buf, &|_| true)
+                .unwrap()
+                .expect("a body came")
+            {
+                Received::Placed(e) => {
+                    assert!(fits, "body {i} was placed but does not fit");
+                    assert_eq!((e.source, e.tag, e.len), (src, 200 + i as Tag, want.len()));
+                    assert!(
+                        buf[..e.len] == want,
+                        "body {i} from rank {src}: wrong bytes placed"
+                    );
+                    assert!(
+                        buf[e.len..].iter().all(|&b| b == 0xee),
+                        "written past the body"
+                    );
+                }
+                Received::Owned(m) => {
+                    assert!(!fits, "body {i} fits but was not placed");
+                    check_owned(m);
+                }
+            },
+            1 => {
+                // The body is announced: a probe sees a message waiting.
+                let start = Instant::now();
+                while c.probe().unwrap().is_none() {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(60),
+                        "probe saw nothing"
+                    );
+                }
+                check_owned(recv_from(c, src));
+            }
+            2 => match c
+                .recv_from_into(src, Some(Duration::from_secs(60)), &mut buf, &|_| false)
+                .unwrap()
+                .expect("a body came")
+            {
+                Received::Owned(m) => {
+                    check_owned(m);
+                    assert!(
+                        buf.iter().all(|&b| b == 0xee),
+                        "a refused body touched the buffer"
+                    );
+                }
+                Received::Placed(e) => panic!("a refused body was placed: {e:?}"),
+            },
+            _ => {
+                // Let more arrive first (the other sender's next head).
+                std::thread::sleep(Duration::from_millis(2));
+                check_owned(recv_from(c, src));
+            }
+        }
+    }
+    assert_eq!(next, [BULK_LENS.len(), 0, BULK_LENS.len()]);
+}
+
 /// Each rank sends one message around a ring, receives one, and finishes
 /// at once: ranks reach `finish` at different moments, with traffic still
 /// in flight, and every one must leave cleanly.
@@ -801,6 +954,17 @@ macro_rules! conformance_suite {
                     &name("borrowed_sends_arrive_whole_and_in_order"),
                     &[],
                     super::borrowed_sends_arrive_whole_and_in_order,
+                );
+            }
+
+            #[test]
+            fn headed_sends_arrive_whole_and_in_order() {
+                run_job(
+                    stringify!($backend),
+                    3,
+                    &name("headed_sends_arrive_whole_and_in_order"),
+                    &[],
+                    super::headed_sends_arrive_whole_and_in_order,
                 );
             }
 

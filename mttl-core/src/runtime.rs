@@ -283,8 +283,10 @@ impl Runtime {
         header: &[u8],
         body: &[u8],
     ) -> Result<(), CommError> {
-        self.send_large_header(dest, kind, header, body.len())?;
-        self.comm.send_bulk(dest, wire::DATA, body)?;
+        self.check_large(dest, body.len())?;
+        let head = (kind | wire::LARGE, header);
+        self.comm.send_headed_bulk(dest, head, wire::DATA, body)?;
+        self.stats.sent(true, header.len());
         self.stats.sent(true, body.len());
         Ok(())
     }
@@ -303,10 +305,15 @@ impl Runtime {
         header: &[u8],
         body: &[u8],
     ) -> Result<SendHandle, CommError> {
-        self.send_large_header(dest, kind, header, body.len())?;
-        self.stats.sent(false, body.len());
+        self.check_large(dest, body.len())?;
+        let head = (kind | wire::LARGE, header);
         // SAFETY: the caller's contract, passed on.
-        let handle = unsafe { self.comm.nsend_borrowed(dest, wire::DATA, body) }?;
+        let handle = unsafe {
+            self.comm
+                .nsend_headed_borrowed(dest, head, wire::DATA, body)
+        }?;
+        self.stats.sent(true, header.len());
+        self.stats.sent(false, body.len());
         self.borrowed_sends.push(handle);
         Ok(handle)
     }
@@ -327,16 +334,11 @@ impl Runtime {
         }
     }
 
-    /// Step 1 of the large-message protocol, once the body is known to be
-    /// sendable: a header whose body cannot follow would leave `dest`
-    /// waiting for it.
-    fn send_large_header(
-        &mut self,
-        dest: Rank,
-        kind: Tag,
-        header: &[u8],
-        body_len: usize,
-    ) -> Result<(), CommError> {
+    /// Before step 1 of the large-message protocol: checks that a body of
+    /// `body_len` bytes can be sent (a header whose body cannot follow would
+    /// leave `dest` waiting for it) and sends the small messages batched
+    /// for `dest`, which go first.
+    fn check_large(&mut self, dest: Rank, body_len: usize) -> Result<(), CommError> {
         let max = self.comm.max_message_len();
         if body_len > max {
             return Err(CommError::new(
@@ -345,7 +347,19 @@ impl Runtime {
                 ErrorKind::MessageTooLarge { len: body_len, max },
             ));
         }
-        self.flush(dest)?;
+        self.flush(dest)
+    }
+
+    /// Step 1 of the large-message protocol, once the body is known to be
+    /// sendable: the header alone.
+    fn send_large_header(
+        &mut self,
+        dest: Rank,
+        kind: Tag,
+        header: &[u8],
+        body_len: usize,
+    ) -> Result<(), CommError> {
+        self.check_large(dest, body_len)?;
         self.comm.send(dest, kind | wire::LARGE, header)?;
         self.stats.sent(true, header.len());
         Ok(())

@@ -121,6 +121,29 @@ impl Comm for AnyComm {
     }
 
     #[inline]
+    fn send_headed_bulk(
+        &mut self,
+        dest: Rank,
+        head: (Tag, &[u8]),
+        tag: Tag,
+        data: &[u8],
+    ) -> Result<(), CommError> {
+        dispatch!(self, c => c.send_headed_bulk(dest, head, tag, data))
+    }
+
+    #[inline]
+    unsafe fn nsend_headed_borrowed(
+        &mut self,
+        dest: Rank,
+        head: (Tag, &[u8]),
+        tag: Tag,
+        data: &[u8],
+    ) -> Result<SendHandle, CommError> {
+        // SAFETY: the caller's contract, passed on.
+        dispatch!(self, c => unsafe { c.nsend_headed_borrowed(dest, head, tag, data) })
+    }
+
+    #[inline]
     fn send_finished(&mut self, handle: SendHandle) -> Result<bool, CommError> {
         dispatch!(self, c => c.send_finished(handle))
     }

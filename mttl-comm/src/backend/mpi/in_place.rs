@@ -7,7 +7,9 @@
 //!    marker from the source, fresh out of MPI while nothing older from the
 //!    source waits in the inbox, is *claimed* instead of filed if its
 //!    payload fits the buffer and `accept` takes its envelope. Nothing is
-//!    posted for its payload yet.
+//!    posted for its payload yet. So is the payload of a headed marker
+//!    whose head the previous call handed out (`progress.rs`): it is the
+//!    next message from its source.
 //! 2. A claimed payload is received by an `MPI_Irecv` on the large channel,
 //!    from the source and under its tag, into the caller's buffer, then
 //!    tested until complete: spinning for `MTTL_SPIN_US` plus the time the
@@ -162,6 +164,20 @@ impl MpiComm {
     ) -> Result<Option<Received>, CommError> {
         let room = buf.len();
         let claim = |envelope: &Envelope| envelope.len <= room && accept(envelope);
+        if let Some(announced) = self.announced {
+            // The payload of the head this backend just handed out.
+            let envelope = Envelope {
+                source: announced.source,
+                tag: announced.tag,
+                len: announced.len,
+            };
+            if announced.source == source && claim(&envelope) {
+                self.announced = None;
+                self.receive_payload(op, envelope, &mut buf[..envelope.len])?;
+                return Ok(Some(Received::Placed(envelope)));
+            }
+            self.settle(op)?;
+        }
         match self.wait_next(op, Some(source), timeout, Some(&claim))? {
             None => Ok(None),
             Some(Next::Message(message)) => Ok(Some(place_or_own(message, buf, accept))),

@@ -45,6 +45,7 @@
 //! | `recv_from_into` | as `recv_from`; a large message next from the source is `MPI_Irecv`'d into the caller's buffer (`in_place.rs`) |
 //! | `send_bulk`, `nsend_bulk` | as `send`, `nsend`, but announced by a marker above [`BULK_MIN`] bytes, so that `recv_from_into` takes them in place |
 //! | `nsend_borrowed` | as `nsend_bulk`, `MPI_Isend` straight from the caller's memory |
+//! | `send_headed_bulk`, `nsend_headed_borrowed` | above [`BULK_MIN`] bytes, one *headed* marker carrying the small head message, then the payload as `send_bulk` / `nsend_borrowed` send it; otherwise a `send` of the head first |
 //! | `send_finished` | `MPI_Test`, without the drain of `send_done` |
 //!
 //! A drain is one `MPI_Test` of the posted receive and, if it got a message,
@@ -136,6 +137,7 @@ use mpi::environment::{Threading, Universe};
 use self::inbox::Inbox;
 use self::launcher::LauncherVars;
 use self::posted::Posted;
+use self::progress::{Announced, Lead, HEAD_MAX};
 use self::raw::{Channel, MpiCode, World, MIN_TAG_UB};
 use self::sends::{Payload, PendingSends, SendState};
 use self::wait::LearnedSpin;
@@ -202,6 +204,9 @@ pub struct MpiComm {
     inbox: Inbox,
     posted: Posted,
     sends: PendingSends,
+    /// A payload announced by a headed marker whose head was just handed
+    /// out, its receive not yet posted (`progress.rs`).
+    announced: Option<Announced>,
     /// The largest tag the caller may use.
     max_tag: c_int,
     /// Added to a tag, marks a marker (see `posted.rs`): `max_tag + 1`.
@@ -299,9 +304,15 @@ impl MpiComm {
         )
     }
 
-    /// `nsend` of `payload` (`len` bytes), announcing the message by a
-    /// marker if it is larger than `marker_above` bytes (at most
-    /// [`SMALL_MAX`]).
+    /// Whether a message of `len` bytes to `dest` goes behind a headed
+    /// marker carrying `head`: when it would be announced by a marker
+    /// anyway (above [`BULK_MIN`]) and `head` is small.
+    #[inline]
+    fn heads_marker(&self, dest: Rank, head: &[u8], len: usize) -> bool {
+        len > BULK_MIN && head.len() <= HEAD_MAX && dest != self.rank
+    }
+
+    /// `nsend` of `payload` (`len` bytes), preceded by what `lead` says.
     ///
     /// # Safety
     ///
@@ -314,9 +325,10 @@ impl MpiComm {
         tag: Tag,
         payload: Payload,
         len: usize,
-        marker_above: usize,
+        lead: Lead<'_>,
     ) -> Result<SendHandle, CommError> {
         let op = Op::Nsend(dest);
+        self.settle(op)?;
         let (mpi_dest, mpi_tag, mpi_len) = self.check_send(op, dest, tag, len)?;
         if dest == self.rank {
             let data = match payload {
@@ -340,7 +352,7 @@ impl MpiComm {
                 .map_err(|code| self.mpi_error(op, code))?;
         }
         let channel = self
-            .announce(mpi_dest, mpi_tag, len, marker_above)
+            .announce(mpi_dest, mpi_tag, len, lead)
             .map_err(|code| self.mpi_error(op, code))?;
         // SAFETY: passed on from the caller.
         let seq = unsafe {
@@ -431,6 +443,7 @@ impl Comm for MpiComm {
             inbox: Inbox::default(),
             posted: Posted::new(max_tag + 1),
             sends: PendingSends::new(size),
+            announced: None,
             max_tag,
             marker_bit: max_tag + 1,
             universe: Some(universe),
@@ -455,7 +468,7 @@ impl Comm for MpiComm {
     }
 
     fn finish(mut self) -> Result<(), CommError> {
-        if let Err(error) = self.complete_all() {
+        if let Err(error) = self.settle(Op::Finish).and_then(|()| self.complete_all()) {
             self.abandon();
             return Err(error);
         }
@@ -466,6 +479,7 @@ impl Comm for MpiComm {
 
     #[inline]
     fn probe(&mut self) -> Result<Option<Envelope>, CommError> {
+        self.settle(Op::Probe)?;
         if let Some(envelope) = self.inbox.front() {
             return Ok(Some(envelope));
         }
@@ -478,6 +492,7 @@ impl Comm for MpiComm {
     #[inline]
     fn send(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
         let op = Op::Send(dest);
+        self.settle(op)?;
         let (mpi_dest, mpi_tag, len) = self.check_send(op, dest, tag, data.len())?;
         if dest == self.rank {
             self.inbox.push(Message {
@@ -493,14 +508,29 @@ impl Comm for MpiComm {
                 .send(Channel::Small, mpi_dest, mpi_tag, data)
                 .map_err(|code| self.mpi_error(op, code));
         }
-        self.send_large(op, mpi_dest, mpi_tag, len, data, SMALL_MAX)
+        self.send_large(
+            op,
+            mpi_dest,
+            mpi_tag,
+            len,
+            data,
+            Lead::MarkerAbove(SMALL_MAX),
+        )
     }
 
     #[inline]
     fn nsend(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
         let len = data.len();
         // SAFETY: the payload is owned.
-        unsafe { self.start_nsend(dest, tag, Payload::Owned(data), len, SMALL_MAX) }
+        unsafe {
+            self.start_nsend(
+                dest,
+                tag,
+                Payload::Owned(data),
+                len,
+                Lead::MarkerAbove(SMALL_MAX),
+            )
+        }
     }
 
     fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
@@ -508,14 +538,50 @@ impl Comm for MpiComm {
             return self.send(dest, tag, data);
         }
         let op = Op::Send(dest);
+        self.settle(op)?;
         let (mpi_dest, mpi_tag, len) = self.check_send(op, dest, tag, data.len())?;
-        self.send_large(op, mpi_dest, mpi_tag, len, data, BULK_MIN)
+        self.send_large(
+            op,
+            mpi_dest,
+            mpi_tag,
+            len,
+            data,
+            Lead::MarkerAbove(BULK_MIN),
+        )
+    }
+
+    fn send_headed_bulk(
+        &mut self,
+        dest: Rank,
+        head: (Tag, &[u8]),
+        tag: Tag,
+        data: &[u8],
+    ) -> Result<(), CommError> {
+        let (head_tag, head) = head;
+        if !self.heads_marker(dest, head, data.len()) {
+            self.send(dest, head_tag, head)?;
+            return self.send_bulk(dest, tag, data);
+        }
+        let op = Op::Send(dest);
+        self.settle(op)?;
+        let (_, mpi_head_tag, _) = self.check_send(op, dest, head_tag, head.len())?;
+        let (mpi_dest, mpi_tag, len) = self.check_send(op, dest, tag, data.len())?;
+        let lead = Lead::Headed(mpi_head_tag, head);
+        self.send_large(op, mpi_dest, mpi_tag, len, data, lead)
     }
 
     fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
         let len = data.len();
         // SAFETY: the payload is owned.
-        unsafe { self.start_nsend(dest, tag, Payload::Owned(data), len, BULK_MIN) }
+        unsafe {
+            self.start_nsend(
+                dest,
+                tag,
+                Payload::Owned(data),
+                len,
+                Lead::MarkerAbove(BULK_MIN),
+            )
+        }
     }
 
     unsafe fn nsend_borrowed(
@@ -527,11 +593,36 @@ impl Comm for MpiComm {
         let payload = Payload::Borrowed(data.as_ptr());
         // SAFETY: the caller keeps `data` valid and unchanged until a test
         // reports the send complete (the trait's contract).
-        unsafe { self.start_nsend(dest, tag, payload, data.len(), BULK_MIN) }
+        unsafe { self.start_nsend(dest, tag, payload, data.len(), Lead::MarkerAbove(BULK_MIN)) }
+    }
+
+    unsafe fn nsend_headed_borrowed(
+        &mut self,
+        dest: Rank,
+        head: (Tag, &[u8]),
+        tag: Tag,
+        data: &[u8],
+    ) -> Result<SendHandle, CommError> {
+        let (head_tag, head) = head;
+        let payload = Payload::Borrowed(data.as_ptr());
+        if !self.heads_marker(dest, head, data.len()) {
+            self.send(dest, head_tag, head)?;
+            // SAFETY: the caller's contract, passed on.
+            return unsafe {
+                self.start_nsend(dest, tag, payload, data.len(), Lead::MarkerAbove(BULK_MIN))
+            };
+        }
+        let op = Op::Nsend(dest);
+        let (_, mpi_head_tag, _) = self.check_send(op, dest, head_tag, head.len())?;
+        let lead = Lead::Headed(mpi_head_tag, head);
+        // SAFETY: the caller keeps `data` valid and unchanged until a test
+        // reports the send complete (the trait's contract).
+        unsafe { self.start_nsend(dest, tag, payload, data.len(), lead) }
     }
 
     #[inline]
     fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
+        self.settle(Op::SendDone(handle.dest))?;
         let done = self.test_send(handle)?;
         if !done {
             // Progress in both directions: a peer may wait for this rank to
@@ -543,6 +634,7 @@ impl Comm for MpiComm {
 
     #[inline]
     fn send_finished(&mut self, handle: SendHandle) -> Result<bool, CommError> {
+        self.settle(Op::SendDone(handle.dest))?;
         self.test_send(handle)
     }
 
@@ -553,6 +645,7 @@ impl Comm for MpiComm {
         timeout: Option<Duration>,
     ) -> Result<Option<Message>, CommError> {
         let op = Op::RecvFrom(source);
+        self.settle(op)?;
         self.check_rank(op, source)?;
         self.wait_message(op, Some(source), timeout)
     }
@@ -571,6 +664,7 @@ impl Comm for MpiComm {
 
     #[inline]
     fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
+        self.settle(Op::RecvAny)?;
         if !self.inbox.is_empty() {
             // Drain one more message behind the oldest, so a busy inbox
             // cannot starve MPI; before taking it, so an error loses nothing.

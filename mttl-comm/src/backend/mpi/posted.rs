@@ -44,6 +44,10 @@ const COPY_MAX: usize = 4 << 10;
 /// The length of a marker: the payload's length, little-endian.
 pub(super) const MARKER_LEN: usize = 8;
 
+/// The length of a headed marker before its message's bytes: the payload's
+/// length, then the message's tag (little-endian `u32`).
+pub(super) const HEADED_LEN: usize = MARKER_LEN + 4;
+
 /// What the pre-posted receive got.
 #[derive(Debug)]
 pub(super) enum Arrival {
@@ -55,6 +59,17 @@ pub(super) enum Arrival {
         /// The sender.
         source: Rank,
         /// The tag the sender gave.
+        tag: Tag,
+        /// The payload's length in bytes.
+        len: usize,
+    },
+    /// A headed marker: `head`, a whole message, and then, as for
+    /// [`Marker`](Arrival::Marker), a payload of `len` bytes under `tag`
+    /// from the same sender.
+    Headed {
+        /// The message the marker carried (its sender is the payload's).
+        head: Message,
+        /// The payload's tag.
         tag: Tag,
         /// The payload's length in bytes.
         len: usize,
@@ -139,19 +154,29 @@ impl Posted {
         let len = (received.len as usize).min(SMALL_MAX);
         let source = received.source as Rank;
         if received.tag >= self.marker_bit {
-            if len != MARKER_LEN {
-                return Err(MpiCode::other());
-            }
-            let mut bytes = [0u8; MARKER_LEN];
+            let tag = (received.tag - self.marker_bit) as Tag;
             // SAFETY: the receive completed, so MPI initialised the first
-            // `len` (= MARKER_LEN) bytes of the buffer.
-            bytes.copy_from_slice(unsafe { std::slice::from_raw_parts(self.buf.as_ptr(), len) });
-            return Ok(Arrival::Marker {
+            // `len` bytes of the buffer.
+            let bytes = unsafe { std::slice::from_raw_parts(self.buf.as_ptr(), len) };
+            let (payload_len, rest) = bytes
+                .split_first_chunk::<MARKER_LEN>()
+                .ok_or_else(MpiCode::other)?;
+            let len = usize::try_from(u64::from_le_bytes(*payload_len))
+                .map_err(|_| MpiCode(ffi::MPI_ERR_COUNT as c_int))?;
+            if rest.is_empty() {
+                return Ok(Arrival::Marker { source, tag, len });
+            }
+            let (head_tag, head) = rest.split_first_chunk::<4>().ok_or_else(MpiCode::other)?;
+            let head_tag = u32::from_le_bytes(*head_tag);
+            if head_tag >= self.marker_bit as u32 {
+                return Err(MpiCode(ffi::MPI_ERR_TAG as c_int));
+            }
+            let head = Message {
                 source,
-                tag: (received.tag - self.marker_bit) as Tag,
-                len: usize::try_from(u64::from_le_bytes(bytes))
-                    .map_err(|_| MpiCode(ffi::MPI_ERR_COUNT as c_int))?,
-            });
+                tag: head_tag,
+                data: head.to_vec(),
+            };
+            return Ok(Arrival::Headed { head, tag, len });
         }
         let data = if len <= COPY_MAX {
             // SAFETY: as above, MPI initialised the first `len` bytes.

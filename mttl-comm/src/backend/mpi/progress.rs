@@ -27,12 +27,41 @@ use std::ffi::c_int;
 use std::time::Duration;
 
 use super::inbox::Incoming;
-use super::posted::Arrival;
+use super::posted::{Arrival, HEADED_LEN, MARKER_LEN};
 use super::raw::{Channel, MpiCode, Request};
 use super::wait::{self, Backoff};
 use super::{MpiComm, SMALL_MAX};
 use crate::comm::{Envelope, Message, Rank, Tag};
 use crate::error::{CommError, ErrorKind, Op};
+
+/// How a message goes on the wire ahead of its payload
+/// ([`MpiComm::announce`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Lead<'a> {
+    /// A plain marker if the message is larger than this many bytes (at
+    /// most [`SMALL_MAX`], what the small channel carries); otherwise the
+    /// message travels whole on the small channel.
+    MarkerAbove(usize),
+    /// A headed marker carrying this message (MPI tag, bytes) first;
+    /// the payload always goes on the large channel.
+    Headed(c_int, &'a [u8]),
+}
+
+/// The largest message a headed marker carries; a larger head goes as a
+/// message of its own, before a plain marker.
+pub(super) const HEAD_MAX: usize = 64;
+
+/// A payload whose headed marker has been taken out of MPI and whose head
+/// was handed to the caller, but whose receive is not posted yet: the
+/// caller's next call, if it is `recv_from_into` from the same source,
+/// receives it in place; any other call posts it first (see
+/// [`MpiComm::settle`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Announced {
+    pub(super) source: Rank,
+    pub(super) tag: Tag,
+    pub(super) len: usize,
+}
 
 /// What [`MpiComm::wait_next`] found.
 #[derive(Debug)]
@@ -65,13 +94,43 @@ impl MpiComm {
     pub(super) fn file(&mut self, op: Op, arrival: Arrival) -> Result<(), CommError> {
         match arrival {
             Arrival::Message(message) => self.inbox.push(message),
-            Arrival::Marker { source, tag, len } => {
-                let incoming = Incoming::start(&self.world, source, tag, len)
-                    .map_err(|code| self.mpi_error(op, code))?;
-                self.inbox.push_arriving(incoming);
+            Arrival::Marker { source, tag, len } => self.file_payload(op, source, tag, len)?,
+            Arrival::Headed { head, tag, len } => {
+                let source = head.source;
+                self.inbox.push(head);
+                self.file_payload(op, source, tag, len)?;
             }
         }
         Ok(())
+    }
+
+    /// Posts the receive of a payload a marker announced and files it.
+    fn file_payload(
+        &mut self,
+        op: Op,
+        source: Rank,
+        tag: Tag,
+        len: usize,
+    ) -> Result<(), CommError> {
+        let incoming = Incoming::start(&self.world, source, tag, len)
+            .map_err(|code| self.mpi_error(op, code))?;
+        self.inbox.push_arriving(incoming);
+        Ok(())
+    }
+
+    /// Posts the receive of the [`Announced`] payload, if any, and files
+    /// it: every primitive but `recv_from_into` starts here, so a sender
+    /// never waits for a payload this rank has seen announced.
+    ///
+    /// The payload is the next message from its source: its head was the
+    /// last thing this backend handed out, and was handed out fresh from
+    /// MPI, when nothing from that source was in the inbox.
+    #[inline]
+    pub(super) fn settle(&mut self, op: Op) -> Result<(), CommError> {
+        match self.announced.take() {
+            None => Ok(()),
+            Some(Announced { source, tag, len }) => self.file_payload(op, source, tag, len),
+        }
     }
 
     /// Moves one message that has arrived (if any) into the inbox; returns
@@ -176,6 +235,18 @@ impl MpiComm {
                     {
                         return Ok(Some(Next::Claimed { tag, len }));
                     }
+                    Some(Arrival::Headed { head, tag, len })
+                        if source.is_none_or(|s| s == head.source) =>
+                    {
+                        // Its payload's receive is posted by the caller's
+                        // next call, unless that call places it.
+                        self.announced = Some(Announced {
+                            source: head.source,
+                            tag,
+                            len,
+                        });
+                        return Ok(Some(Next::Message(head)));
+                    }
                     other => other,
                 }
             };
@@ -197,9 +268,9 @@ impl MpiComm {
         }
     }
 
-    /// Step 3 of `send`: `MPI_Isend` of the borrowed `data` (announced by a
-    /// marker if it is larger than `marker_above`), draining incoming
-    /// messages into the inbox until `MPI_Test` reports it done.
+    /// Step 3 of `send`: `MPI_Isend` of the borrowed `data` (preceded by
+    /// `lead`), draining incoming messages into the inbox until `MPI_Test`
+    /// reports it done.
     pub(super) fn send_large(
         &mut self,
         op: Op,
@@ -207,10 +278,10 @@ impl MpiComm {
         tag: c_int,
         len: c_int,
         data: &[u8],
-        marker_above: usize,
+        lead: Lead<'_>,
     ) -> Result<(), CommError> {
         let channel = self
-            .announce(dest, tag, data.len(), marker_above)
+            .announce(dest, tag, data.len(), lead)
             .map_err(|code| self.mpi_error(op, code))?;
         // SAFETY: `data` is borrowed for this whole function, and the
         // function returns only once the send is over: `MPI_Test` reported it
@@ -250,24 +321,39 @@ impl MpiComm {
         }
     }
 
-    /// Sends the marker of a message of `len` bytes if it is larger than
-    /// `marker_above` (at most [`SMALL_MAX`], what the small channel
-    /// carries); returns the channel its payload goes on.
+    /// Sends what `lead` says goes ahead of a message of `len` bytes: a
+    /// marker if it is larger than the limit, or a headed marker; returns
+    /// the channel its payload goes on.
     #[inline]
     pub(super) fn announce(
         &self,
         dest: c_int,
         tag: c_int,
         len: usize,
-        marker_above: usize,
+        lead: Lead<'_>,
     ) -> Result<Channel, MpiCode> {
-        debug_assert!(marker_above <= SMALL_MAX);
-        if len <= marker_above {
-            return Ok(Channel::Small);
+        let marker_tag = tag + self.marker_bit;
+        match lead {
+            Lead::MarkerAbove(limit) => {
+                debug_assert!(limit <= SMALL_MAX);
+                if len <= limit {
+                    return Ok(Channel::Small);
+                }
+                let marker = (len as u64).to_le_bytes();
+                self.world.send(Channel::Small, dest, marker_tag, &marker)?;
+            }
+            Lead::Headed(head_tag, head) => {
+                debug_assert!(head.len() <= HEAD_MAX);
+                let mut marker = [0u8; HEADED_LEN + HEAD_MAX];
+                marker[..MARKER_LEN].copy_from_slice(&(len as u64).to_le_bytes());
+                // MPI tags are never negative.
+                marker[MARKER_LEN..HEADED_LEN].copy_from_slice(&(head_tag as u32).to_le_bytes());
+                let end = HEADED_LEN + head.len();
+                marker[HEADED_LEN..end].copy_from_slice(head);
+                self.world
+                    .send(Channel::Small, dest, marker_tag, &marker[..end])?;
+            }
         }
-        let marker = (len as u64).to_le_bytes();
-        self.world
-            .send(Channel::Small, dest, tag + self.marker_bit, &marker)?;
         Ok(Channel::Large)
     }
 
