@@ -30,6 +30,7 @@ on_every_backend!(
     many_nwrites_in_flight_then_fence,
     barrier_makes_nwrites_visible,
     the_job_ends_while_large_nwrites_are_in_flight,
+    large_nwrite_loops_both_ways_keep_memory_bounded,
 );
 
 // ---- Memory each node keeps between calls, by region ----
@@ -904,6 +905,69 @@ fn barrier_makes_nwrites_visible(t: Scenario) {
         let ptrs = mttl::spmd(alloc_u64, (mttl::size(),));
         mttl::spmd(rounds_with_barriers, (ptrs, 20u64));
         println!("every barrier made the nwrites before it visible");
+    })
+    .assert_success();
+}
+
+// ---- large writes both ways ----
+
+/// The bytes of one block of `large_nwrite_loops_both_ways_keep_memory_bounded`.
+const FLOOD_BLOCK: usize = 1 << 20;
+/// Blocks each node writes: a backlog of them all would be 300 MiB.
+const FLOOD_BLOCKS: usize = 300;
+
+/// This process's peak resident memory in MiB (Linux `VmHWM`).
+fn peak_rss_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}
+
+/// Every node writes [`FLOOD_BLOCKS`] blocks of 1 MiB into the next node's
+/// array, in a loop that never yields, then checks what the previous node
+/// wrote; returns its peak resident memory.
+#[mttl::remote]
+fn flood_next(ptrs: Vec<GlobalPtr<u8>>) -> u64 {
+    let (me, size) = (mttl::rank(), mttl::size());
+    let own = kept::<GlobalArray<u8>>(ptrs[me].region());
+    let next = ptrs[(me + 1) % size];
+    let mut block = vec![0u8; FLOOD_BLOCK];
+    for i in 0..FLOOD_BLOCKS {
+        block.fill((me * 7 + i) as u8);
+        next.nwrite_slice(&block);
+    }
+    mttl::barrier();
+    let from = (me + size - 1) % size;
+    let want = (from * 7 + FLOOD_BLOCKS - 1) as u8;
+    assert!(
+        own.borrow().iter().all(|&b| b == want),
+        "rank {me}: the last block from rank {from} did not land"
+    );
+    mttl::barrier();
+    peak_rss_mib().unwrap_or(0)
+}
+
+#[mttl::remote]
+fn alloc_u8(n: usize) -> GlobalPtr<u8> {
+    let a = GlobalArray::<u8>::new(n);
+    let p = a.global_ptr();
+    keep(p.region(), a);
+    p
+}
+
+/// Nodes write large blocks to each other from threads that never yield:
+/// each takes what arrives while its own writes leave, so none waits for
+/// ever, and what it took is placed as it goes, not piled up (300 MiB
+/// each, had every block waited until the writing thread stopped).
+fn large_nwrite_loops_both_ways_keep_memory_bounded(t: Scenario) {
+    t.run(3, || {
+        let ptrs = mttl::spmd(alloc_u8, (FLOOD_BLOCK,));
+        let peaks = mttl::spmd(flood_next, (ptrs,));
+        println!("peak resident memory per rank, MiB: {peaks:?}");
+        for (rank, &peak) in peaks.iter().enumerate() {
+            assert!(peak < 120, "rank {rank} peaked at {peak} MiB");
+        }
     })
     .assert_success();
 }

@@ -199,7 +199,7 @@ pub(crate) struct Runtime {
     pub(crate) comm: AnyComm,
     pub(crate) rank: Rank,
     pub(crate) size: usize,
-    eager_limit: usize,
+    pub(crate) eager_limit: usize,
     pub(crate) stats: Stats,
     pub(crate) cells: CellTable,
     pub(crate) global: global::Memory,

@@ -196,11 +196,20 @@ where
 }
 
 /// Moves the running thread to the back of the ready queue and switches
-/// out, even when no other thread is ready (so the runtime's loop gets to
-/// poll). Outside a thread it does nothing.
+/// out, even when no other thread is ready. The runtime's loop polls after
+/// at most a batch of thread runs ([`run_ready`]'s `max`), so a thread that
+/// yields in a loop sees messages arrive within that many turns. Outside a
+/// thread it does nothing.
 #[inline]
 pub fn yield_now() {
     sched::yield_now();
+}
+
+/// [`yield_now`], and [`run_ready`] returns before it resumes any thread:
+/// the runtime's loop takes what has arrived before this thread goes on.
+/// Outside a thread it does nothing.
+pub(crate) fn yield_to_loop() {
+    sched::yield_to_loop();
 }
 
 /// Stops the running thread until [`wake`] is called for it, or returns at

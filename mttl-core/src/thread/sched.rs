@@ -164,6 +164,9 @@ pub(super) struct Scheduler {
     stacks: StackPool,
     panics: RefCell<Vec<ThreadPanic>>,
     alt_stack: RefCell<Option<AltStack>>,
+    /// Set by [`yield_to_loop`]: `run_ready` returns after the running
+    /// thread switches out.
+    loop_wanted: Cell<bool>,
 }
 
 impl Scheduler {
@@ -180,6 +183,7 @@ impl Scheduler {
             stacks: StackPool::new(),
             panics: RefCell::new(Vec::new()),
             alt_stack: RefCell::new(None),
+            loop_wanted: Cell::new(false),
         }
     }
 
@@ -301,6 +305,9 @@ impl Scheduler {
             ran += 1;
             if !matches!(result, Some(CoroutineResult::Yield(()))) {
                 self.finish(slot);
+            }
+            if self.loop_wanted.replace(false) {
+                break;
             }
         }
         ran
@@ -454,6 +461,16 @@ pub(super) fn yield_now() {
     let id = slot.id();
     SCHEDULER.with(|scheduler| scheduler.table(|t| t.ready.push_back(id)));
     suspend(slot);
+}
+
+/// [`yield_now`], and `run_ready` returns to the runtime's loop before it
+/// resumes any thread, this one included.
+pub(super) fn yield_to_loop() {
+    if current_slot().is_none() {
+        return;
+    }
+    SCHEDULER.with(|scheduler| scheduler.loop_wanted.set(true));
+    yield_now();
 }
 
 #[inline]

@@ -56,6 +56,27 @@ fn run_ready_resumes_at_most_max_threads() {
 }
 
 #[test]
+fn yield_to_loop_ends_the_batch() {
+    let log = log();
+    for name in ["a", "b"] {
+        let log = log.clone();
+        spawn("to-loop", move || {
+            push(&log, format!("{name}0"));
+            yield_to_loop();
+            push(&log, format!("{name}1"));
+        });
+    }
+    // `a` yields to the loop: the batch ends before `b` starts.
+    assert_eq!(run_ready(usize::MAX), 1);
+    assert_eq!(entries(&log), ["a0"]);
+    assert_eq!(run_ready(usize::MAX), 1);
+    assert_eq!(entries(&log), ["a0", "b0"]);
+    drain();
+    assert_eq!(entries(&log), ["a0", "b0", "a1", "b1"]);
+    assert_eq!(live_threads(), 0);
+}
+
+#[test]
 fn yield_interleaves_threads_in_fifo_order() {
     let log = log();
     for name in ["a", "b", "c"] {
