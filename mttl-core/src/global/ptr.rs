@@ -536,6 +536,12 @@ impl<T: Pod> GlobalPtr<T> {
     /// Writes `data` to the elements starting here without waiting (see
     /// [`nwrite`](Self::nwrite)); `data` may be reused at once.
     ///
+    /// A large `data` (above `MTTL_EAGER_LIMIT`) leaves before this returns,
+    /// and the calling thread may be switched out meanwhile, or just after
+    /// if messages arrived, so that this rank's loop places what peers
+    /// write to it (on MPI, bodies above 64 KiB leave while the thread
+    /// yields).
+    ///
     /// # Panics
     ///
     /// Panics with the [`GlobalError`] of [`try_nwrite_slice`](Self::try_nwrite_slice).
