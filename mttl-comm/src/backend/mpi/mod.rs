@@ -363,6 +363,29 @@ impl MpiComm {
         Ok(SendHandle { dest, seq })
     }
 
+    /// `nsend` of an owned `data`, announced by a marker if it is larger
+    /// than `limit` bytes.
+    #[inline]
+    fn nsend_owned(
+        &mut self,
+        dest: Rank,
+        tag: Tag,
+        data: Vec<u8>,
+        limit: usize,
+    ) -> Result<SendHandle, CommError> {
+        let len = data.len();
+        // SAFETY: the payload is owned.
+        unsafe {
+            self.start_nsend(
+                dest,
+                tag,
+                Payload::Owned(data),
+                len,
+                Lead::MarkerAbove(limit),
+            )
+        }
+    }
+
     /// `MPI_Test` of the send `handle`, nothing more.
     #[inline]
     fn test_send(&mut self, handle: SendHandle) -> Result<bool, CommError> {
@@ -520,17 +543,7 @@ impl Comm for MpiComm {
 
     #[inline]
     fn nsend(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
-        let len = data.len();
-        // SAFETY: the payload is owned.
-        unsafe {
-            self.start_nsend(
-                dest,
-                tag,
-                Payload::Owned(data),
-                len,
-                Lead::MarkerAbove(SMALL_MAX),
-            )
-        }
+        self.nsend_owned(dest, tag, data, SMALL_MAX)
     }
 
     fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
@@ -571,17 +584,7 @@ impl Comm for MpiComm {
     }
 
     fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
-        let len = data.len();
-        // SAFETY: the payload is owned.
-        unsafe {
-            self.start_nsend(
-                dest,
-                tag,
-                Payload::Owned(data),
-                len,
-                Lead::MarkerAbove(BULK_MIN),
-            )
-        }
+        self.nsend_owned(dest, tag, data, BULK_MIN)
     }
 
     unsafe fn nsend_borrowed(
