@@ -38,7 +38,8 @@
 //!   messages already received are taken (per-pair order: what a rank sent
 //!   before it died still arrives), `probe` and `recv_any` report it at once
 //!   (fail fast rather than hang), and any operation addressed to that peer
-//!   fails.
+//!   fails. A peer host that vanishes without closing anything is found by
+//!   TCP keepalive probes on every link (`bootstrap::keepalive`).
 
 mod auth;
 mod bootstrap;
