@@ -18,6 +18,7 @@ on_every_backend!(
     cell_on_another_node_fed_by_every_node,
     a_stale_global_handle_never_reaches_a_newer_cell,
     barrier_makes_global_sync_writes_visible,
+    a_thread_that_only_yields_sees_remote_writes,
 );
 
 /// What writers write: (writer id, sequence number).
@@ -278,6 +279,42 @@ fn barrier_makes_global_sync_writes_visible(t: Scenario) {
             );
             assert_eq!(mttl::invoke(3, drain_kept, ()).len(), FROM_0 + 3);
         }
+    })
+    .assert_success();
+}
+
+/// Writes `count` items into `cell` with no reply awaited in between.
+#[mttl::remote]
+fn feed(cell: GlobalSync<Item>, count: u32) {
+    for seq in 0..count {
+        cell.write((1, seq));
+    }
+}
+
+/// Node 0's main never blocks: it polls its cell with `peek` and yields,
+/// while node 1 writes into the cell. Every write must reach it (the loop
+/// looks at the network while threads stay ready), in order.
+fn a_thread_that_only_yields_sees_remote_writes(t: Scenario) {
+    t.run(2, || {
+        const COUNT: u32 = 200;
+        let cell: SyncCell<Item> = SyncCell::new();
+        let _call = mttl::ainvoke(1, feed, (cell.global(), COUNT));
+        let start = std::time::Instant::now();
+        let mut seen = Vec::new();
+        while seen.len() < COUNT as usize {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(20),
+                "only {} of {COUNT} writes seen while yielding",
+                seen.len()
+            );
+            match cell.try_read() {
+                Some(item) => seen.push(item),
+                None => mttl::yield_now(),
+            }
+        }
+        let expected: Vec<Item> = (0..COUNT).map(|seq| (1, seq)).collect();
+        assert_eq!(seen, expected);
+        println!("{COUNT} writes seen by a thread that only yields");
     })
     .assert_success();
 }

@@ -196,10 +196,10 @@ where
 }
 
 /// Moves the running thread to the back of the ready queue and switches
-/// out, even when no other thread is ready. The runtime's loop polls after
-/// at most a batch of thread runs ([`run_ready`]'s `max`), so a thread that
-/// yields in a loop sees messages arrive within that many turns. Outside a
-/// thread it does nothing.
+/// out, even when no other thread is ready. The runtime's loop looks at the
+/// network every few microseconds while threads keep running, so a thread
+/// that yields in a loop sees messages arrive within about that long.
+/// Outside a thread it does nothing.
 #[inline]
 pub fn yield_now() {
     sched::yield_now();
@@ -210,6 +210,12 @@ pub fn yield_now() {
 /// Outside a thread it does nothing.
 pub(crate) fn yield_to_loop() {
     sched::yield_to_loop();
+}
+
+/// Whether a thread has called [`yield_to_loop`] since the last call: the
+/// runtime's loop then looks at the network whatever else it would do.
+pub(crate) fn take_look_request() -> bool {
+    sched::take_look_request()
 }
 
 /// Stops the running thread until [`wake`] is called for it, or returns at

@@ -167,6 +167,9 @@ pub(super) struct Scheduler {
     /// Set by [`yield_to_loop`]: `run_ready` returns after the running
     /// thread switches out.
     loop_wanted: Cell<bool>,
+    /// Set by [`yield_to_loop`], taken by the runtime's loop
+    /// ([`take_look_request`]): look at the network now.
+    look_wanted: Cell<bool>,
 }
 
 impl Scheduler {
@@ -184,6 +187,7 @@ impl Scheduler {
             panics: RefCell::new(Vec::new()),
             alt_stack: RefCell::new(None),
             loop_wanted: Cell::new(false),
+            look_wanted: Cell::new(false),
         }
     }
 
@@ -469,8 +473,16 @@ pub(super) fn yield_to_loop() {
     if current_slot().is_none() {
         return;
     }
-    SCHEDULER.with(|scheduler| scheduler.loop_wanted.set(true));
+    SCHEDULER.with(|scheduler| {
+        scheduler.loop_wanted.set(true);
+        scheduler.look_wanted.set(true);
+    });
     yield_now();
+}
+
+/// Whether a thread called [`yield_to_loop`] since the last call.
+pub(super) fn take_look_request() -> bool {
+    SCHEDULER.with(|scheduler| scheduler.look_wanted.replace(false))
 }
 
 #[inline]
