@@ -27,7 +27,8 @@
 //! the network, for a caller whose own loop receives them, and
 //! [`Comm::send_headed_bulk`] and [`Comm::nsend_headed_borrowed`] a small
 //! `send` followed by `send_bulk` or `nsend_borrowed` (the MPI backend
-//! carries the first inside the second's marker).
+//! carries the first inside the second's marker); [`Comm::holds_received`]
+//! is a `probe` that does not look at the network.
 //!
 //! # Contract every backend keeps
 //!
@@ -145,6 +146,14 @@ pub trait Comm {
 
     /// `_pmttl_prob`: is a message from any rank waiting? Never blocks.
     fn probe(&mut self) -> Result<Option<Envelope>, CommError>;
+
+    /// Whether messages this backend has already taken out of the network
+    /// wait to be received (while it waited in a send, say), without
+    /// looking at the network: cheaper than [`probe`](Comm::probe), which
+    /// may cost a system call. The provided version says `false`.
+    fn holds_received(&self) -> bool {
+        false
+    }
 
     /// `_pmttl_asend`: send `data` to `dest`; returns when `data` may be
     /// reused (the message is buffered by the backend or the kernel, not

@@ -372,10 +372,14 @@ fn simultaneous_large_sends(c: &mut AnyComm) {
     assert!(m.data == pattern(other as u64, len));
 }
 
-/// Sends to oneself loop back, in order, through every primitive.
+/// Sends to oneself loop back, in order, through every primitive, and are
+/// held (`holds_received`) as soon as they are sent.
 fn self_send(c: &mut AnyComm) {
     let me = c.rank();
+    // The other rank sends nothing: nothing is held before the self-sends.
+    assert!(!c.holds_received(), "held before anything was sent");
     c.send(me, 1, b"one").unwrap();
+    assert!(c.holds_received(), "a self-send is held at once");
     let h = c.nsend(me, 2, b"two".to_vec()).unwrap();
     assert!(c.send_done(h).unwrap());
     assert_eq!(

@@ -90,6 +90,11 @@ impl Comm for AnyComm {
     }
 
     #[inline]
+    fn holds_received(&self) -> bool {
+        dispatch!(self, c => c.holds_received())
+    }
+
+    #[inline]
     fn send(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
         dispatch!(self, c => c.send(dest, tag, data))
     }

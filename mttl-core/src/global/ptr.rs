@@ -233,16 +233,16 @@ const YIELDING_WRITE: usize = 64 << 10;
 /// blocked this thread until its body left.
 ///
 /// While a send blocks, the backend keeps reading what peers send (the
-/// contract's progress rule), but only the loop places it, and the loop
-/// runs when the thread yields. A thread that writes large bodies in a
+/// contract's progress rule) and holds it (`Comm::holds_received`, which
+/// does not look at the network: no system call per write), but only the
+/// loop places it, and the loop runs when the thread yields. A thread that writes large bodies in a
 /// loop, to peers doing the same (an all-to-all), would otherwise pile up
 /// every body sent to this rank in memory of its own until its loop ends:
 /// with the TCP backend, a hundred 16 MiB `nwrite`s each way held 1.6 GB
 /// per rank and, in fresh pages, ran at 0.1 GB/s. Yielding when something
 /// waits keeps that to one body per peer, in memory reused at once.
-fn arrived(rt: &mut Runtime) -> bool {
-    rt.stats.probe += 1;
-    rt.comm.probe().is_ok_and(|next| next.is_some())
+fn arrived(rt: &Runtime) -> bool {
+    rt.comm.holds_received()
 }
 
 /// Yields until the non-blocking send `handle` to `node` is over, so the

@@ -500,6 +500,10 @@ impl Comm for MpiComm {
         Ok(())
     }
 
+    fn holds_received(&self) -> bool {
+        !self.inbox.is_empty() || self.announced.is_some()
+    }
+
     #[inline]
     fn probe(&mut self) -> Result<Option<Envelope>, CommError> {
         self.settle(Op::Probe)?;

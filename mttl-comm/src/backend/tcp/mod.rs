@@ -742,6 +742,10 @@ impl Comm for TcpComm {
         Ok(())
     }
 
+    fn holds_received(&self) -> bool {
+        !self.incoming.is_empty()
+    }
+
     fn probe(&mut self) -> Result<Option<Envelope>, CommError> {
         if self.incoming.is_empty() {
             self.progress(Some(Duration::ZERO))
