@@ -229,22 +229,6 @@ fn leaves_while_yielding(rt: &Runtime, len: usize) -> bool {
 /// microseconds, less than a yield per poll would add.
 const YIELDING_WRITE: usize = 64 << 10;
 
-/// Whether a message waits for this rank's loop, after a large write that
-/// blocked this thread until its body left.
-///
-/// While a send blocks, the backend keeps reading what peers send (the
-/// contract's progress rule) and holds it (`Comm::holds_received`, which
-/// does not look at the network: no system call per write), but only the
-/// loop places it, and the loop runs when the thread yields. A thread that writes large bodies in a
-/// loop, to peers doing the same (an all-to-all), would otherwise pile up
-/// every body sent to this rank in memory of its own until its loop ends:
-/// with the TCP backend, a hundred 16 MiB `nwrite`s each way held 1.6 GB
-/// per rank and, in fresh pages, ran at 0.1 GB/s. Yielding when something
-/// waits keeps that to one body per peer, in memory reused at once.
-fn arrived(rt: &Runtime) -> bool {
-    rt.comm.holds_received()
-}
-
 /// Yields until the non-blocking send `handle` to `node` is over, so the
 /// caller's borrowed body outlives it. A thread still waiting here when the
 /// job ends is unwound only after the runtime has waited for the send
@@ -603,8 +587,16 @@ impl<T: Pod> GlobalPtr<T> {
                 if let Err(e) = sent {
                     rt.fail(&format!("sending a write to rank {}: {e}", at.node), 1);
                 }
-                if yields && large && arrived(rt) {
-                    // See `arrived`: let the loop take it before the next.
+                if yields && large && rt.comm.holds_received() {
+                    // While the send blocked, the backend took what peers
+                    // sent meanwhile (the contract's progress rule), but
+                    // only the loop places it, when this thread yields. A
+                    // thread writing large bodies in a loop to peers doing
+                    // the same would otherwise pile up every body sent here
+                    // until its loop ends: on TCP a hundred 16 MiB nwrites
+                    // each way held 1.6 GB per rank and, in fresh pages,
+                    // ran at 0.1 GB/s. Yielding to the loop keeps that to
+                    // one body per peer, in memory reused at once.
                     return Some(None);
                 }
                 None
