@@ -312,6 +312,21 @@ impl MpiComm {
         len > BULK_MIN && head.len() <= HEAD_MAX && dest != self.rank
     }
 
+    /// `send` of `data` to another rank, preceded by what `lead` says,
+    /// through the `MPI_Isend` + drain path.
+    fn send_behind(
+        &mut self,
+        dest: Rank,
+        tag: Tag,
+        data: &[u8],
+        lead: Lead<'_>,
+    ) -> Result<(), CommError> {
+        let op = Op::Send(dest);
+        self.settle(op)?;
+        let (mpi_dest, mpi_tag, len) = self.check_send(op, dest, tag, data.len())?;
+        self.send_large(op, mpi_dest, mpi_tag, len, data, lead)
+    }
+
     /// `nsend` of `payload` (`len` bytes), preceded by what `lead` says.
     ///
     /// # Safety
@@ -554,17 +569,7 @@ impl Comm for MpiComm {
         if data.len() <= BULK_MIN || dest == self.rank {
             return self.send(dest, tag, data);
         }
-        let op = Op::Send(dest);
-        self.settle(op)?;
-        let (mpi_dest, mpi_tag, len) = self.check_send(op, dest, tag, data.len())?;
-        self.send_large(
-            op,
-            mpi_dest,
-            mpi_tag,
-            len,
-            data,
-            Lead::MarkerAbove(BULK_MIN),
-        )
+        self.send_behind(dest, tag, data, Lead::MarkerAbove(BULK_MIN))
     }
 
     fn send_headed_bulk(
@@ -579,12 +584,8 @@ impl Comm for MpiComm {
             self.send(dest, head_tag, head)?;
             return self.send_bulk(dest, tag, data);
         }
-        let op = Op::Send(dest);
-        self.settle(op)?;
-        let (_, mpi_head_tag, _) = self.check_send(op, dest, head_tag, head.len())?;
-        let (mpi_dest, mpi_tag, len) = self.check_send(op, dest, tag, data.len())?;
-        let lead = Lead::Headed(mpi_head_tag, head);
-        self.send_large(op, mpi_dest, mpi_tag, len, data, lead)
+        let (_, mpi_head_tag, _) = self.check_send(Op::Send(dest), dest, head_tag, head.len())?;
+        self.send_behind(dest, tag, data, Lead::Headed(mpi_head_tag, head))
     }
 
     fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
