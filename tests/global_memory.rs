@@ -3,7 +3,7 @@
 //! arithmetic; pointers kept in global memory; atomics under contention
 //! from four nodes; member functions; every error a caller can meet;
 //! remote accesses waiting for a local guard instead of aliasing it; many
-//! `nwrite`s in flight; barriers making `nwrite`s visible.
+//! `nwrite`s in flight; barriers making `nwrite`s visible; `nwrite_owned`.
 //!
 //! Each test is a job of its own; see `runtime_support` for how it runs.
 
@@ -13,6 +13,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use mttl::{GlobalArray, GlobalError, GlobalErrorKind, GlobalObject, GlobalPtr, Zeroable};
 use runtime_support::{on_every_backend, Scenario};
@@ -31,6 +32,8 @@ on_every_backend!(
     barrier_makes_nwrites_visible,
     the_job_ends_while_large_nwrites_are_in_flight,
     large_nwrite_loops_both_ways_keep_memory_bounded,
+    owned_nwrites_land_and_are_released_at_the_fence,
+    the_job_ends_while_owned_nwrites_are_in_flight,
 );
 
 // ---- Memory each node keeps between calls, by region ----
@@ -999,6 +1002,152 @@ fn the_job_ends_while_large_nwrites_are_in_flight(t: Scenario) {
     t.run(2, || {
         let landing = GlobalArray::<u8>::new(8 << 20);
         mttl::invoke(1, write_for_ever, (landing.global_ptr(),));
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(300) {
+            mttl::thread::yield_now();
+        }
+        println!("main returns while rank 1 writes");
+    })
+    .assert_success();
+}
+
+// ---- nwrite_owned ----
+
+/// Elements `range` of a shared buffer, as `nwrite_owned` takes them.
+struct Part(Arc<[u64]>, std::ops::Range<usize>);
+
+impl AsRef<[u64]> for Part {
+    fn as_ref(&self) -> &[u64] {
+        &self.0[self.1.clone()]
+    }
+}
+
+/// Where `owned_blast` puts what `src` writes: `rounds` chunks of `chunk`
+/// values, one large vector of `big`, and four values from an array, per
+/// source node.
+fn owned_layout(src: usize, chunk: usize, rounds: usize, big: usize) -> (usize, usize, usize) {
+    let per_src = rounds * chunk + big + 4;
+    let base = src * per_src;
+    (base, base + rounds * chunk, base + rounds * chunk + big)
+}
+
+/// `rounds` owned writes of `chunk` values to every node (itself included)
+/// from one shared buffer per node, more than `MAX_OWNED_SENDS` in flight;
+/// then one large `Vec` and one inline array each; then a fence. Returns
+/// how many holders each shared buffer still has (1: only this function).
+#[mttl::remote]
+fn owned_blast(ptrs: Vec<GlobalPtr<u64>>, chunk: usize, rounds: usize, big: usize) -> Vec<usize> {
+    let me = mttl::rank();
+    let shared: Vec<Arc<[u64]>> = (0..ptrs.len())
+        .map(|dst| (0..rounds * chunk).map(|k| stamp(me, dst, k)).collect())
+        .collect();
+    let (chunks, large, tail) = owned_layout(me, chunk, rounds, big);
+    for round in 0..rounds {
+        for (dst, p) in ptrs.iter().enumerate() {
+            let range = round * chunk..(round + 1) * chunk;
+            p.add(chunks + range.start)
+                .nwrite_owned(Part(Arc::clone(&shared[dst]), range));
+        }
+    }
+    for (dst, p) in ptrs.iter().enumerate() {
+        let n = rounds * chunk;
+        let v: Vec<u64> = (0..big).map(|k| stamp(me, dst, n + k)).collect();
+        p.add(large).nwrite_owned(v);
+        let n = n + big;
+        p.add(tail)
+            .nwrite_owned([0, 1, 2, 3].map(|k| stamp(me, dst, n + k)));
+    }
+    mttl::fence();
+    shared.iter().map(Arc::strong_count).collect()
+}
+
+/// How many values of `owned_blast` are wrong on this node.
+#[mttl::remote]
+fn check_owned_blast(p: GlobalPtr<u64>, chunk: usize, rounds: usize, big: usize) -> usize {
+    let (me, size) = (mttl::rank(), mttl::size());
+    let a = kept::<GlobalArray<u64>>(p.region());
+    let a = a.borrow();
+    let mut wrong = 0;
+    for src in 0..size {
+        let (base, _, _) = owned_layout(src, chunk, rounds, big);
+        for k in 0..rounds * chunk + big + 4 {
+            wrong += usize::from(a[base + k] != stamp(src, me, k));
+        }
+    }
+    wrong
+}
+
+/// Every node writes to every node with `nwrite_owned`: parts of a shared
+/// buffer in small bodies (8 KiB: zero-copy on MPI) more than
+/// `MAX_OWNED_SENDS` times, a large `Vec` (800 KB) and a 32-byte array (sent
+/// as `nwrite_slice` sends it). All land by the fence, which leaves the
+/// buffer unshared; a write past the end is reported by the next fence.
+fn owned_nwrites_land_and_are_released_at_the_fence(t: Scenario) {
+    t.run(3, || {
+        const CHUNK: usize = 1024;
+        const ROUNDS: usize = 2 * mttl::MAX_OWNED_SENDS;
+        const BIG: usize = 100_000;
+        let size = mttl::size();
+        let (per_node, _, _) = owned_layout(size, CHUNK, ROUNDS, BIG);
+        let ptrs = mttl::spmd(alloc_u64, (per_node,));
+        let holders = mttl::spmd(owned_blast, (ptrs.clone(), CHUNK, ROUNDS, BIG));
+        for (node, counts) in holders.iter().enumerate() {
+            assert!(
+                counts.iter().all(|&c| c == 1),
+                "node {node}: after the fence its buffers have {counts:?} holders"
+            );
+        }
+        for (node, &p) in ptrs.iter().enumerate() {
+            assert_eq!(
+                mttl::invoke(node, check_owned_blast, (p, CHUNK, ROUNDS, BIG)),
+                0,
+                "node {node}"
+            );
+        }
+        // A large owned write past the end: its owner's error comes back
+        // from the fence (on the own node, from the call), the good write
+        // after it lands.
+        for node in [1, 0] {
+            let end = ptrs[node].add(per_node - 10);
+            let bad = end.try_nwrite_owned(vec![7u64; 10_000]);
+            let bad = bad.and_then(|()| mttl::try_fence()).unwrap_err();
+            expect_kind(&bad, "owned nwrite past the end", |k| {
+                *k == GlobalErrorKind::OutOfBounds {
+                    region_len: 8 * per_node as u64,
+                }
+            });
+            assert_eq!((bad.rank, bad.op), (node, "nwrite"), "{bad}");
+            ptrs[node].nwrite_owned(vec![9u64; 10_000]);
+            assert_eq!(mttl::try_fence(), Ok(()));
+            assert_eq!(ptrs[node].read_vec(10_000), vec![9u64; 10_000]);
+        }
+        println!(
+            "{} owned nwrites landed by the fence",
+            size * size * (ROUNDS + 2)
+        );
+    })
+    .assert_success();
+}
+
+/// Spawns a thread on this node that writes `target` with `nwrite_owned`
+/// for ever (keeping `MAX_OWNED_SENDS` in flight).
+#[mttl::remote]
+fn write_owned_for_ever(target: GlobalPtr<u8>) {
+    mttl::thread::spawn("owned writer", move || {
+        let block: Arc<[u8]> = vec![0x5au8; 1 << 20].into();
+        loop {
+            target.nwrite_owned(Arc::clone(&block));
+            mttl::thread::yield_now();
+        }
+    });
+}
+
+/// Node 0 ends the job while node 1 has owned writes to it in flight: the
+/// job ends cleanly with main's code.
+fn the_job_ends_while_owned_nwrites_are_in_flight(t: Scenario) {
+    t.run(2, || {
+        let landing = GlobalArray::<u8>::new(1 << 20);
+        mttl::invoke(1, write_owned_for_ever, (landing.global_ptr(),));
         let start = std::time::Instant::now();
         while start.elapsed() < std::time::Duration::from_millis(300) {
             mttl::thread::yield_now();

@@ -2,7 +2,8 @@
 //! launches the two-rank mttl program (nwrite + barrier windows), gathers
 //! its results, prints a JSON document with a positive throughput for every
 //! size, and writes the CSV file and the figure (SVG and PNG) where `--csv`
-//! says. A smoke test of the machinery; it asserts no speed.
+//! says; with MPI, `mpi-owned` is compared with raw MPI. Smoke tests of the
+//! machinery; they assert no speed.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -13,8 +14,10 @@ use serde_json::Value;
 struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new() -> Scratch {
-        let dir = std::env::temp_dir().join(format!("rwrite-bench-test-{}", std::process::id()));
+    /// `name` tells apart the tests of this process, which run at once.
+    fn new(name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("rwrite-bench-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("the scratch directory can be made");
         Scratch(dir)
@@ -29,7 +32,7 @@ impl Drop for Scratch {
 
 #[test]
 fn tcp_sweep_reports_positive_throughput_and_writes_its_files() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("tcp");
     let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
         .args([
             "rwrite",
@@ -101,5 +104,57 @@ fn tcp_sweep_reports_positive_throughput_and_writes_its_files() {
         &png[..8],
         b"\x89PNG\r\n\x1a\n",
         "the PNG has a PNG signature"
+    );
+}
+
+/// The owned-write configuration next to its raw MPI reference: both are
+/// measured, the ratio and the targets concern that pair.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_owned_is_compared_with_raw_mpi() {
+    let scratch = Scratch::new("owned");
+    let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
+        .args([
+            "rwrite",
+            "--sizes",
+            "64K",
+            "--reps",
+            "1",
+            "--backends",
+            "mpi-owned,raw-mpi",
+            "--json",
+            "--settle",
+            "0",
+            "--sample-ms",
+            "5",
+            "--csv",
+        ])
+        .arg(&scratch.0)
+        .output()
+        .expect("mttl-bench starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "mttl-bench rwrite failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    let doc: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+    assert_eq!(
+        doc["configs"],
+        serde_json::json!(["mttl-owned", "raw-mpi"]),
+        "{stdout}"
+    );
+    let size = &doc["sizes"][0];
+    let ratio = size["ratios"]["mttl-owned/raw-mpi"].as_f64();
+    assert!(
+        ratio.is_some_and(|r| r.is_finite() && r > 0.0),
+        "no ratio:\n{stdout}"
+    );
+    let targets = doc["targets"].as_array().expect("a targets list");
+    assert!(
+        !targets.is_empty() && targets.iter().all(|t| t["mttl"] == "mttl-owned"),
+        "{stdout}"
     );
 }

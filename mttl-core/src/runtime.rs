@@ -47,6 +47,7 @@
 use std::any::Any;
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::rc::Weak;
 use std::time::{Duration, Instant};
 
@@ -227,6 +228,20 @@ pub(crate) struct Runtime {
     /// Non-blocking sends of bodies borrowed from a suspended thread's
     /// memory (`nsend_borrowed`), until that thread saw them over.
     pub(crate) borrowed_sends: Vec<SendHandle>,
+    /// Non-blocking sends of bodies the runtime keeps (`nwrite_owned`),
+    /// oldest first, until a fence (or the limit on their number) sees
+    /// them over.
+    pub(crate) owned_sends: VecDeque<OwnedSend>,
+}
+
+/// A send of a body that the runtime owns while it leaves.
+#[derive(Debug)]
+pub(crate) struct OwnedSend {
+    pub(crate) handle: SendHandle,
+    /// What holds the body's memory, dropped once the send is over (only
+    /// with the last send of a body sent in pieces: earlier ones are over
+    /// first, since these are taken off in order).
+    pub(crate) _body: Option<Box<dyn Any>>,
 }
 
 impl Runtime {
@@ -255,6 +270,7 @@ impl Runtime {
             exit_code: None,
             exit_acks: 0,
             borrowed_sends: Vec::new(),
+            owned_sends: VecDeque::new(),
         })
     }
 
@@ -317,6 +333,25 @@ impl Runtime {
         header: &[u8],
         body: &[u8],
     ) -> Result<SendHandle, CommError> {
+        // SAFETY: the caller's contract, passed on.
+        let handle = unsafe { self.post_split_nonblocking(dest, kind, header, body) }?;
+        self.borrowed_sends.push(handle);
+        Ok(handle)
+    }
+
+    /// [`post_split_borrowed`](Self::post_split_borrowed) for a body that
+    /// outlives the thread sending it (the caller keeps the handle).
+    ///
+    /// # Safety
+    ///
+    /// As for [`post_split_borrowed`](Self::post_split_borrowed).
+    pub(crate) unsafe fn post_split_nonblocking(
+        &mut self,
+        dest: Rank,
+        kind: Tag,
+        header: &[u8],
+        body: &[u8],
+    ) -> Result<SendHandle, CommError> {
         self.check_large(dest, body.len())?;
         let head = (kind | wire::LARGE, header);
         // SAFETY: the caller's contract, passed on.
@@ -326,13 +361,14 @@ impl Runtime {
         }?;
         self.stats.sent(true, header.len());
         self.stats.sent(false, body.len());
-        self.borrowed_sends.push(handle);
         Ok(handle)
     }
 
     /// Waits (at most [`BORROWED_SEND_WAIT`]) for the sends of borrowed
     /// bodies still in flight, before the job's suspended threads are
     /// unwound and their memory released.
+    /// Owned bodies still in flight are waited for too, so that the
+    /// comm layer finishes with nothing left to send.
     fn finish_borrowed_sends(&mut self) {
         let start = std::time::Instant::now();
         while let Some(&handle) = self.borrowed_sends.last() {
@@ -341,6 +377,21 @@ impl Runtime {
                 // Done, failed (the job ends anyway), or out of time.
                 _ => {
                     self.borrowed_sends.pop();
+                }
+            }
+        }
+        while let Some(send) = self.owned_sends.front() {
+            match self.comm.send_done(send.handle) {
+                Ok(false) if start.elapsed() < BORROWED_SEND_WAIT => {}
+                // The body is dropped only after the comm layer is: a send
+                // given up on may still read it until then.
+                Ok(false) | Err(_) => {
+                    if let Some(send) = self.owned_sends.pop_front() {
+                        std::mem::forget(send);
+                    }
+                }
+                Ok(true) => {
+                    self.owned_sends.pop_front();
                 }
             }
         }

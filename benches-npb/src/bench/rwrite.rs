@@ -6,10 +6,11 @@
 //! |---------------|----------------------------------------------------------|----------------------------------------|
 //! | `tcp`         | an mttl program: `nwrite_slice` + `barrier`, TCP backend | [`launch::run`](mttl::comm::launch::run), TCP                   |
 //! | `mpi`         | the same on the MPI backend                              | [`launch::run`](mttl::comm::launch::run), MPI (`mpirun`)        |
+//! | `mpi-owned`   | the same with `nwrite_owned` of a shared buffer          | [`launch::run`](mttl::comm::launch::run), MPI (`mpirun`)        |
 //! | `raw-mpi`     | plain rsmpi `Send` / `Recv` + `Barrier`, no mttl         | `mpirun`, Open MPI's default transport |
 //! | `raw-mpi-tcp` | the same over Open MPI's TCP transport                   | `mpirun`, `pml ob1`, `btl tcp,self`    |
 //!
-//! The configurations, their jobs, the size syntax, the wait for a quiet
+//! The transports, their jobs, the size syntax, the wait for a quiet
 //! machine and the errors are `mttl-bench comm`'s ([`super::comm`]); what
 //! runs in a job is [`measure`] on a transfer of
 //! [`worker`]. The MPI configurations exist only in builds
@@ -50,7 +51,9 @@ use std::time::Duration;
 use self::report::{size_label, Summary};
 use self::results::RunResult;
 use self::worker::Task;
-use super::comm::{self, BenchError, Config};
+use clap::ValueEnum;
+
+use super::comm::{self, BenchError};
 use crate::bench::common::jobs::{self, BenchConfig, TempDir};
 use crate::bench::common::plot::{write_png, write_svg};
 use crate::bench::common::report::{print, push_how_measured, spin_us_setting};
@@ -75,21 +78,83 @@ const DEFAULT_CSV: &str = "target/mttl-bench/rwrite.csv";
 const MPI_BUILD_HINT: &str =
     "cargo run --release -p benches-npb --features mpi --bin mttl-bench -- rwrite";
 
-/// One line saying what runs in `config`.
-fn description(config: Config) -> &'static str {
-    match config {
-        Config::Tcp => {
-            "an mttl program on the TCP backend: rank 0 nwrite_slices into rank 1's \
-             GlobalArray<u8>, both call barrier (mttl_comm::launch::run)"
+/// A configuration of `mttl-bench rwrite`: a transport of `mttl-bench
+/// comm` and, for mttl on MPI, which write it measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum Config {
+    /// mttl's TCP backend, launched by mttl's launcher: `nwrite_slice`.
+    Tcp,
+    /// mttl's MPI backend, launched by `mpirun`: `nwrite_slice`.
+    Mpi,
+    /// mttl's MPI backend: `nwrite_owned`, several writes in flight.
+    MpiOwned,
+    /// Plain rsmpi, Open MPI's default transport.
+    RawMpi,
+    /// Plain rsmpi over Open MPI's TCP transport.
+    RawMpiTcp,
+}
+
+impl BenchConfig for Config {
+    fn name(self) -> &'static str {
+        match self {
+            Config::MpiOwned => "mpi-owned",
+            other => other.transport().name(),
         }
-        Config::Mpi => "the same mttl program on the MPI backend (mpirun)",
-        Config::RawMpi => {
-            "raw rsmpi: rank 0 MPI_Send, rank 1 MPI_Recv into one buffer, both MPI_Barrier; \
-             Open MPI's default transport (shared memory)"
+    }
+
+    fn needs_mpi(self) -> bool {
+        self.transport().needs_mpi()
+    }
+}
+
+impl Config {
+    /// Every configuration, in table order.
+    const ALL: [Config; 5] = [
+        Config::Tcp,
+        Config::RawMpiTcp,
+        Config::Mpi,
+        Config::MpiOwned,
+        Config::RawMpi,
+    ];
+
+    /// The communication stack and launch, as `mttl-bench comm` has it.
+    fn transport(self) -> comm::Config {
+        match self {
+            Config::Tcp => comm::Config::Tcp,
+            Config::Mpi | Config::MpiOwned => comm::Config::Mpi,
+            Config::RawMpi => comm::Config::RawMpi,
+            Config::RawMpiTcp => comm::Config::RawMpiTcp,
         }
-        Config::RawMpiTcp => {
-            "the same raw rsmpi program over Open MPI's TCP transport \
-             (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)"
+    }
+
+    /// The column header in the tables.
+    pub(super) fn column(self) -> &'static str {
+        match self {
+            Config::MpiOwned => "mttl-owned",
+            other => other.transport().column(),
+        }
+    }
+
+    /// One line saying what runs.
+    fn description(self) -> &'static str {
+        match self {
+            Config::Tcp => {
+                "an mttl program on the TCP backend: rank 0 nwrite_slices into rank 1's \
+                 GlobalArray<u8>, both call barrier (mttl_comm::launch::run)"
+            }
+            Config::Mpi => "the same mttl program on the MPI backend (mpirun)",
+            Config::MpiOwned => {
+                "the same on the MPI backend with nwrite_owned of one shared buffer (an Arc), \
+                 which returns at once, so up to mttl::MAX_OWNED_SENDS writes are in flight"
+            }
+            Config::RawMpi => {
+                "raw rsmpi: rank 0 MPI_Send, rank 1 MPI_Recv into one buffer, both MPI_Barrier; \
+                 Open MPI's default transport (shared memory)"
+            }
+            Config::RawMpiTcp => {
+                "the same raw rsmpi program over Open MPI's TCP transport \
+                 (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)"
+            }
         }
     }
 }
@@ -328,7 +393,7 @@ fn run_job(
     if let Some(w) = task.window {
         worker_args.extend(["--window".to_owned(), w.to_string()]);
     }
-    jobs::run_worker_job(config, &config.job(program, worker_args))?;
+    jobs::run_worker_job(config, &config.transport().job(program, worker_args))?;
     RunResult::read(config.name(), out)
 }
 
@@ -369,7 +434,7 @@ fn method_lines(args: &RwriteArgs, configs: &[Config]) -> Vec<String> {
             .to_owned(),
     ];
     for &c in configs {
-        let mut line = format!("{}: {}", c.column(), description(c));
+        let mut line = format!("{}: {}", c.column(), c.description());
         if c == Config::Tcp {
             line.push_str(&format!("; MTTL_SPIN_US={spin}"));
         }

@@ -21,7 +21,7 @@ use super::{or_panic, pack_addr, MAX_REQUEST};
 use crate::codec;
 use crate::invoke::{self, RemoteMethod};
 use crate::registry::Callable;
-use crate::runtime::{with_rt, Runtime};
+use crate::runtime::{with_rt, OwnedSend, Runtime};
 use crate::thread;
 use crate::wire::{self, HeaderBuf};
 
@@ -253,6 +253,47 @@ fn wait_for_send(node: Rank, handle: SendHandle) {
             return;
         }
         thread::yield_now();
+    }
+}
+
+/// How many [`nwrite_owned`](GlobalPtr::nwrite_owned) sends may be in
+/// flight from one rank; more would only hold more requests in the comm
+/// layer, since a few already keep the owner busy.
+pub const MAX_OWNED_SENDS: usize = 64;
+
+/// Waits until at most `keep` [`nwrite_owned`](GlobalPtr::nwrite_owned)
+/// sends are in flight, dropping the bodies of those that are over; a
+/// thread yields meanwhile.
+pub(crate) fn reap_owned_sends(keep: usize) {
+    // A thread leaves what arrives meanwhile to the loop, which runs at
+    // every yield (as in `wait_for_send`).
+    let yields = thread::in_thread();
+    loop {
+        let done = with_rt(|rt| {
+            while let Some(send) = rt.owned_sends.front() {
+                rt.stats.test += 1;
+                let node = send.handle.dest;
+                let over = if yields {
+                    rt.comm.send_finished(send.handle)
+                } else {
+                    rt.comm.send_done(send.handle)
+                };
+                match over {
+                    Ok(true) => {
+                        rt.owned_sends.pop_front();
+                    }
+                    Ok(false) => break,
+                    Err(e) => rt.fail(&format!("sending a write to rank {node}: {e}"), 1),
+                }
+            }
+            rt.owned_sends.len() <= keep
+        });
+        if done {
+            return;
+        }
+        if yields {
+            thread::yield_now();
+        }
     }
 }
 
@@ -537,6 +578,79 @@ impl<T: Pod> GlobalPtr<T> {
     /// Writes `data` without waiting (see [`try_nwrite`](Self::try_nwrite)).
     pub fn try_nwrite_slice(&self, data: &[T]) -> Result<(), GlobalError> {
         self.put(data, "nwrite", false)
+    }
+
+    /// Writes `data` to the elements starting here without waiting and
+    /// without copying it: the runtime keeps `data` (a `Vec<T>`, a
+    /// `Box<[T]>`, an `Arc<[T]>` clone, anything owning its elements) until
+    /// the write has left, and drops it by the time this rank's next
+    /// [`fence`](super::fence) (or barrier) returns. Completion and errors
+    /// are those of [`nwrite`](Self::nwrite).
+    ///
+    /// [`nwrite_slice`](Self::nwrite_slice) returns only once its large
+    /// body has left, so that the caller may reuse it; this one returns at
+    /// once, so a loop of large writes keeps several in flight and the
+    /// owner copies one while the next is on its way (the MPI backend, with
+    /// bodies above 2 KiB; on TCP, and for smaller bodies, it is
+    /// `nwrite_slice`). To write one buffer again and again, or parts of
+    /// it, share it: `Arc<[T]>`, or a type whose `AsRef` gives the part;
+    /// after the fence, `Arc::get_mut` finds it unshared again. At most
+    /// [`MAX_OWNED_SENDS`] writes are in flight: the next one first waits,
+    /// yielding, for the oldest.
+    ///
+    /// # Panics
+    ///
+    /// Panics with the [`GlobalError`] of [`try_nwrite_owned`](Self::try_nwrite_owned).
+    #[track_caller]
+    pub fn nwrite_owned<B: AsRef<[T]> + 'static>(&self, data: B) {
+        or_panic(self.try_nwrite_owned(data))
+    }
+
+    /// Writes `data` without waiting or copying (see
+    /// [`nwrite_owned`](Self::nwrite_owned); errors as for
+    /// [`try_nwrite`](Self::try_nwrite)).
+    pub fn try_nwrite_owned<B: AsRef<[T]> + 'static>(&self, data: B) -> Result<(), GlobalError> {
+        // Boxed first, so the elements' address is final even if `B` holds
+        // them inline (an array).
+        let data = Box::new(data);
+        let elems: &[T] = (*data).as_ref();
+        let bytes: &[u8] = bytemuck::cast_slice(elems);
+        let at = self.access("nwrite", bytes.len())?;
+        if at.local || !with_rt(|rt| splits_write(rt, bytes.len())) {
+            return self.put(elems, "nwrite", false);
+        }
+        let elem = elem_size::<T>();
+        let pieces = bytes.len().div_ceil(piece_len(elem));
+        let (ptr, len) = (bytes.as_ptr(), bytes.len());
+        let mut body = Some(data as Box<dyn std::any::Any>);
+        let mut offset = at.offset;
+        for (i, start) in (0..len).step_by(piece_len(elem)).enumerate() {
+            let piece_len = piece_len(elem).min(len - start);
+            // SAFETY: `ptr..ptr + len` are the bytes of `*body`, which the
+            // runtime keeps, unchanged (`T` is plain data: nothing in it
+            // can change behind a shared reference, and no one else holds
+            // the box), until the last piece's send is over.
+            let piece = unsafe { std::slice::from_raw_parts(ptr.add(start), piece_len) };
+            with_rt(|rt| {
+                rt.global.note_nwrite(at.node);
+                let header = HeaderBuf::with_capacity(16)
+                    .u32(at.region)
+                    .u64(pack_addr(offset, elem))
+                    .bytes;
+                // SAFETY: as above; the handle goes into `owned_sends`
+                // with, for the last piece, the box.
+                let sent =
+                    unsafe { rt.post_split_nonblocking(at.node, wire::WRITE, &header, piece) };
+                let handle = sent.unwrap_or_else(|e| {
+                    rt.fail(&format!("sending a write to rank {}: {e}", at.node), 1)
+                });
+                let _body = if i + 1 == pieces { body.take() } else { None };
+                rt.owned_sends.push_back(OwnedSend { handle, _body });
+            });
+            offset = offset.wrapping_add(piece_len as u64);
+        }
+        reap_owned_sends(MAX_OWNED_SENDS);
+        Ok(())
     }
 
     /// The two writes: `WRITE_ACK`s waited for, or `WRITE`s counted for

@@ -6,10 +6,10 @@
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::full_palette::{BLUE_700, GREEN_700, ORANGE_700, RED_700};
+use plotters::style::full_palette::{BLUE_700, GREEN_700, ORANGE_700, PURPLE_700, RED_700};
 
 use super::report;
-use crate::bench::comm::Config;
+use super::Config;
 use crate::bench::common::plot::Picture;
 
 /// The picture's size in pixels.
@@ -28,6 +28,7 @@ pub(super) struct Line {
 fn colour(config: Config) -> RGBColor {
     match config {
         Config::Mpi => RED_700,
+        Config::MpiOwned => PURPLE_700,
         Config::RawMpi => ORANGE_700,
         Config::Tcp => BLUE_700,
         Config::RawMpiTcp => GREEN_700,

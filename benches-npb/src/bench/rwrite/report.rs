@@ -7,6 +7,7 @@
 //! | mttl       | reference    | same transport                            |
 //! |------------|--------------|-------------------------------------------|
 //! | `mttl-mpi` | `raw-mpi`    | Open MPI's default (shared memory here)   |
+//! | `mttl-owned` | `raw-mpi`  | the same                                  |
 //! | `mttl-tcp` | `ompi-tcp`   | TCP on loopback (`raw-mpi-tcp`)           |
 
 use std::fmt::Write as _;
@@ -14,7 +15,7 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 
 use super::results::RunResult;
-use crate::bench::comm::Config;
+use super::Config;
 use crate::bench::common::report::median;
 
 /// The paper's comparison: remote-write throughput against raw MPI.
@@ -23,8 +24,9 @@ pub(super) const TARGET_SMALL: (usize, f64) = (512, 0.8);
 pub(super) const TARGET_LARGE: (usize, f64) = (64 << 10, 0.95);
 
 /// Each mttl configuration and the raw MPI one it is compared with.
-pub(super) const PAIRS: [(Config, Config); 2] = [
+pub(super) const PAIRS: [(Config, Config); 3] = [
     (Config::Mpi, Config::RawMpi),
+    (Config::MpiOwned, Config::RawMpi),
     (Config::Tcp, Config::RawMpiTcp),
 ];
 

@@ -1,5 +1,5 @@
 //! Step 3 of the [orchestration](super): one worker rank, as an mttl
-//! program (`tcp`, `mpi`) or as a plain rsmpi program (`raw-mpi`,
+//! program (`tcp`, `mpi`, `mpi-owned`) or as a plain rsmpi program (`raw-mpi`,
 //! `raw-mpi-tcp`), running [`measure::sweep`] on its [`Transfer`].
 //!
 //! - mttl: rank 0's main starts `rwrite_sweep` on both ranks with `spmd`.
@@ -7,20 +7,24 @@
 //!   the other's pointer (`allgather`); rank 0 `nwrite_slice`s into rank 1's
 //!   array at offset 0 (as NetPIPE reuses one receive buffer), and both
 //!   ranks call `barrier` to end a window. Rank 1's thread waits in the
-//!   barrier while its runtime applies the writes.
+//!   barrier while its runtime applies the writes. `mpi-owned` writes with
+//!   `nwrite_owned` instead: a prefix of one `Arc<[u8]>` of the same bytes,
+//!   shared with each write, so no write waits for the one before.
 //! - raw rsmpi: rank 0 `MPI_Send`s, rank 1 `MPI_Recv`s into one buffer of
 //!   the largest size, and both call `MPI_Barrier` to end a window.
 //!
 //! At the end rank 1 checks that its buffer holds what rank 0 sent.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use mttl::{GlobalArray, GlobalPtr};
 
 use super::measure::{self, SizeSamples, Transfer, FILL};
 use super::results::RunResult;
-use crate::bench::comm::{BenchError, Config};
+use super::Config;
+use crate::bench::comm::BenchError;
 use crate::bench::common::jobs::BenchConfig;
 #[cfg(feature = "mpi")]
 use crate::bench::common::raw_mpi;
@@ -37,7 +41,7 @@ pub(super) struct Task {
 /// Runs one worker rank of `config`; rank 0 writes its results to `out`.
 pub(super) fn run(config: Config, task: &Task, out: &Path) -> Result<(), BenchError> {
     match config {
-        Config::Tcp | Config::Mpi => mttl_worker(config, task, out),
+        Config::Tcp | Config::Mpi | Config::MpiOwned => mttl_worker(config, task, out),
         Config::RawMpi | Config::RawMpiTcp => raw_worker(config, task, out),
     }
 }
@@ -58,6 +62,18 @@ fn check_filled(bytes: &[u8], len: usize) -> Result<(), String> {
 struct MttlWrites {
     rank: usize,
     dest: GlobalPtr<u8>,
+    /// For `nwrite_owned`: a buffer of the largest size, filled as
+    /// [`measure`] fills its own, written in part.
+    owned: Option<Arc<[u8]>>,
+}
+
+/// The first `.1` bytes of a shared buffer, as `nwrite_owned` takes them.
+struct Prefix(Arc<[u8]>, usize);
+
+impl AsRef<[u8]> for Prefix {
+    fn as_ref(&self) -> &[u8] {
+        &self.0[..self.1]
+    }
 }
 
 impl Transfer for MttlWrites {
@@ -66,7 +82,12 @@ impl Transfer for MttlWrites {
     }
 
     fn put(&mut self, data: &[u8]) {
-        self.dest.nwrite_slice(data);
+        if let Some(buf) = &self.owned {
+            // The same bytes as `data` (both all FILL), without a copy.
+            self.dest.nwrite_owned(Prefix(Arc::clone(buf), data.len()));
+        } else {
+            self.dest.nwrite_slice(data);
+        }
     }
 
     fn take(&mut self, _len: usize) -> Result<(), String> {
@@ -88,6 +109,7 @@ fn rwrite_sweep(
     sizes: Vec<u64>,
     window: Option<u64>,
     sample_us: u64,
+    owned: bool,
 ) -> Result<Vec<SizeSamples>, String> {
     let sizes: Vec<usize> = sizes.into_iter().map(|s| s as usize).collect();
     let largest = sizes.iter().copied().max().unwrap_or(1);
@@ -96,6 +118,7 @@ fn rwrite_sweep(
     let mut writes = MttlWrites {
         rank: mttl::rank(),
         dest: ptrs[1],
+        owned: owned.then(|| vec![FILL; largest].into()),
     };
     let window = window.map(|w| w as usize);
     let samples = measure::sweep(
@@ -116,18 +139,20 @@ fn rwrite_sweep(
 fn mttl_worker(config: Config, task: &Task, out: &Path) -> Result<(), BenchError> {
     let out = out.to_owned();
     let name = config.name();
+    let transport = config.transport().name();
+    let owned = config == Config::MpiOwned;
     let sizes: Vec<u64> = task.sizes.iter().map(|&s| s as u64).collect();
     let window = task.window.map(|w| w as u64);
     let sample_us = task.sample_time.as_micros() as u64;
     let code = mttl::start(move || -> Result<(), String> {
         let (backend, size) = (mttl::backend_name(), mttl::size());
-        if backend != name || size != 2 {
+        if backend != transport || size != 2 {
             return Err(format!(
                 "worker for {name}: the job runs {size} ranks on the {backend} backend \
                  instead of 2 on {name}"
             ));
         }
-        let mut per_rank = mttl::spmd(rwrite_sweep, (sizes, window, sample_us));
+        let mut per_rank = mttl::spmd(rwrite_sweep, (sizes, window, sample_us, owned));
         per_rank.truncate(2);
         let from_rank1 = per_rank.pop().unwrap_or_else(|| Ok(Vec::new()));
         let from_rank0 = per_rank.pop().unwrap_or_else(|| Ok(Vec::new()));
