@@ -429,8 +429,9 @@ fn method_lines(args: &RwriteArgs, configs: &[Config]) -> Vec<String> {
             args.sample_ms
         ),
         "Breakdown: rank 0's time inside the transfer calls (nwrite_slice returns once its \
-         data is handed to the comm layer; MPI_Send once its buffer may be reused), per \
-         transfer, and in the barrier, per window."
+         data is handed to the comm layer; nwrite_owned at once, unless MAX_OWNED_SENDS are \
+         in flight; MPI_Send once its buffer may be reused), per transfer, and in the \
+         barrier, per window."
             .to_owned(),
     ];
     for &c in configs {
