@@ -171,6 +171,56 @@ mod mpi {
         cg_w_mpi_on_mpi_2: "cg" "W" 2 "mpi" "mpi";
     }
 
+    /// The total bytes a rank's stats line reports (`total 2.28 MB`).
+    fn total_bytes(line: &str) -> f64 {
+        let total = line
+            .split(" total ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no total in {line}"));
+        let mut words = total.split_whitespace();
+        let value: f64 = words.next().and_then(|v| v.parse().ok()).unwrap();
+        let unit = match words.next() {
+            Some("B") => 1.0,
+            Some("KB") => 1e3,
+            Some("MB") => 1e6,
+            Some("GB") => 1e9,
+            other => panic!("unit {other:?} in {line}"),
+        };
+        value * unit
+    }
+
+    /// Both CG variants move the same vectors, so their counts agree: a
+    /// process's exchange with itself (the transpose on 2 processes) is no
+    /// message in either.
+    #[test]
+    fn cg_variants_count_the_same_bytes() {
+        let bytes = |variant: &str| -> Vec<f64> {
+            let out = super::npb(
+                &["cg", "-n", "2", "--variant", variant, "--backend", "mpi"],
+                &[("MTTL_STATS", "1")],
+            );
+            assert!(out.status.success());
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            (0..2)
+                .map(|rank| {
+                    let prefix = format!("mttl stats rank {rank}: send ");
+                    let line = stderr.lines().find(|l| l.starts_with(&prefix));
+                    total_bytes(line.unwrap_or_else(|| panic!("no stats of rank {rank}")))
+                })
+                .collect()
+        };
+        let (mttl, mpi) = (bytes("mttl"), bytes("mpi"));
+        for rank in 0..2 {
+            let ratio = mttl[rank] / mpi[rank];
+            assert!(
+                (0.95..1.10).contains(&ratio),
+                "rank {rank}: mttl sent {} bytes, mpi {}",
+                mttl[rank],
+                mpi[rank]
+            );
+        }
+    }
+
     #[test]
     fn mpi_variant_prints_stats_for_every_rank() {
         let out = super::npb(

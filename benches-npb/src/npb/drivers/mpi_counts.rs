@@ -3,7 +3,11 @@
 //! printed at exit under `MTTL_STATS=1` in the runtime's line format.
 //!
 //! Point-to-point calls count as what they are (`MPI_Send` one send,
-//! `MPI_Irecv` + `MPI_Wait` one receive). MPI's collectives hide their
+//! `MPI_Irecv` + `MPI_Wait` one receive), between processes only: as mttl
+//! counts the messages it sends, not the copies a process makes to itself,
+//! an exchange of a process with itself (CG's transpose exchange on 2
+//! processes, and on the diagonal of a square grid) is not counted (it
+//! once doubled CG's bytes on 2 processes). MPI's collectives hide their
 //! messages, so each counts as the messages of the textbook algorithm, on
 //! `p` processes: barrier (dissemination) and allreduce (recursive doubling)
 //! `⌈log2 p⌉` sends and receives, alltoall and alltoallv (direct exchange)
