@@ -1,7 +1,7 @@
 //! `invoke`, `ainvoke`, `try_invoke` and `spmd` across a job, on every
 //! backend: calls to every node including the caller's own, thousands of
 //! calls in flight, arguments and results past the eager limit (the
-//! control + data split), and the per-rank statistics they leave.
+//! control + data split), the per-rank statistics they leave, and `flush`.
 //!
 //! Each test is a job of its own; see `runtime_support` for how it runs.
 
@@ -18,6 +18,7 @@ on_every_backend!(
     a_dropped_call_does_not_take_a_later_calls_reply,
     a_burst_of_mixed_sizes_keeps_its_order,
     a_burst_keeps_its_order_without_aggregation,
+    flush_sends_a_burst_before_a_computation,
 );
 
 /// Where a call ran, and what it was given.
@@ -338,4 +339,42 @@ fn a_burst_keeps_its_order_without_aggregation(t: Scenario) {
             assert!(sent >= 2 * CALLS, "{sent} messages for {} calls", 2 * CALLS);
         })
         .assert_success();
+}
+
+/// Microseconds since the Unix epoch: a clock every rank of a job on one
+/// machine shares.
+fn now_us() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| d.as_micros() as u64)
+}
+
+/// When the call ran, by [`now_us`].
+#[mttl::remote]
+fn ran_at(_call: u32) -> u64 {
+    now_us()
+}
+
+/// Two calls to one rank, then `flush`, then 400 ms of computing without
+/// blocking or yielding: the second call, batched behind the first, runs
+/// at once all the same, not when the computation ends.
+fn flush_sends_a_burst_before_a_computation(t: Scenario) {
+    t.run(2, || {
+        let first = mttl::ainvoke(1, ran_at, (0,));
+        let second = mttl::ainvoke(1, ran_at, (1,));
+        mttl::flush();
+        let start = now_us();
+        let computing = std::time::Instant::now();
+        while computing.elapsed() < std::time::Duration::from_millis(400) {
+            std::hint::spin_loop();
+        }
+        let ran = [first.wait(), second.wait()];
+        for (call, at) in ran.into_iter().enumerate() {
+            let into = at.saturating_sub(start) / 1000;
+            assert!(
+                into < 200,
+                "call {call} ran {into} ms into the computation, not before it"
+            );
+        }
+    })
+    .assert_success();
 }

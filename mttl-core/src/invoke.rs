@@ -267,6 +267,11 @@ pub(crate) fn panic_message(name: &str, p: &thread::ThreadPanic) -> String {
 /// Starts `f(args)` on `node` and returns at once; the handle gives the
 /// result. To this node, `f` runs in a new local thread.
 ///
+/// The first call of a burst to one node leaves at once; the next ones
+/// leave together when this thread blocks or yields (or their batch
+/// fills). Before computing for long after a burst, call
+/// [`flush`](crate::flush) to send them now.
+///
 /// # Panics
 ///
 /// Panics if `f` is not `#[mttl::remote]`, or the call cannot be sent.

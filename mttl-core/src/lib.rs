@@ -49,7 +49,7 @@ pub use global::{
 };
 pub use invoke::{ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError, RemoteMethod};
 pub use registry::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};
-pub use runtime::{backend_name, rank, size, start, stats, MainResult};
+pub use runtime::{backend_name, flush, rank, size, start, stats, MainResult};
 pub use stats::Stats;
 pub use sync::{GlobalSync, SyncCell};
 pub use thread::yield_now;

@@ -141,6 +141,32 @@ pub fn backend_name() -> &'static str {
     with_rt(|rt| rt.comm.backend_name())
 }
 
+/// Sends now the small messages this rank holds back to send together.
+///
+/// A burst of small messages to one rank (`ainvoke`s, `nwrite`s, replies)
+/// leaves as one message: the first at once, the others when the calling
+/// thread blocks or yields, or the batch fills (see `MTTL_AGGREGATE`). A
+/// thread that starts a burst and then computes for a long time without
+/// blocking should call `flush` first, so the peers are not kept waiting
+/// for all but the first message until the computation ends:
+///
+/// ```no_run
+/// # #[mttl_core::remote] fn work(part: u32) -> u64 { part.into() }
+/// # fn compute_my_part() {}
+/// let a = mttl_core::ainvoke(1, work, (0,));
+/// let b = mttl_core::ainvoke(1, work, (1,)); // batched behind `a`
+/// mttl_core::flush(); // `b` leaves now, not after `compute_my_part`
+/// compute_my_part();
+/// let (a, b) = (a.wait(), b.wait());
+/// ```
+pub fn flush() {
+    with_rt(|rt| {
+        if let Err(e) = rt.flush_all() {
+            rt.comm_failed(&e);
+        }
+    });
+}
+
 /// This rank's communication statistics so far.
 pub fn stats() -> Stats {
     with_rt(|rt| rt.stats)
