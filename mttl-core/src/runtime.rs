@@ -150,12 +150,11 @@ pub fn backend_name() -> &'static str {
 /// blocking should call `flush` first, so the peers are not kept waiting
 /// for all but the first message until the computation ends:
 ///
-/// ```no_run
-/// # #[mttl_core::remote] fn work(part: u32) -> u64 { part.into() }
-/// # fn compute_my_part() {}
-/// let a = mttl_core::ainvoke(1, work, (0,));
-/// let b = mttl_core::ainvoke(1, work, (1,)); // batched behind `a`
-/// mttl_core::flush(); // `b` leaves now, not after `compute_my_part`
+/// ```ignore
+/// // (`work` is a `#[mttl::remote]` function)
+/// let a = mttl::ainvoke(1, work, (0,));
+/// let b = mttl::ainvoke(1, work, (1,)); // batched behind `a`
+/// mttl::flush(); // `b` leaves now, not after `compute_my_part`
 /// compute_my_part();
 /// let (a, b) = (a.wait(), b.wait());
 /// ```
