@@ -115,6 +115,27 @@ pub enum Received {
     Owned(Message),
 }
 
+impl Received {
+    /// A message received the ordinary way, copied into `buf` if it fits
+    /// and `accept` takes its envelope (what
+    /// [`Comm::recv_from_into`] does with a message it could not receive
+    /// in place).
+    pub(crate) fn place_or_own(
+        message: Message,
+        buf: &mut [u8],
+        accept: &dyn Fn(&Envelope) -> bool,
+    ) -> Received {
+        let envelope = message.envelope();
+        match buf.get_mut(..message.data.len()) {
+            Some(target) if accept(&envelope) => {
+                target.copy_from_slice(&message.data);
+                Received::Placed(envelope)
+            }
+            _ => Received::Owned(message),
+        }
+    }
+}
+
 /// The eight primitives of MTTL's communication layer.
 pub trait Comm {
     /// `_pmttl_cominit`: join the job and learn this process's rank and size.
@@ -204,15 +225,9 @@ pub trait Comm {
         buf: &mut [u8],
         accept: &dyn Fn(&Envelope) -> bool,
     ) -> Result<Option<Received>, CommError> {
-        Ok(self.recv_from(source, timeout)?.map(|m| {
-            let len = m.data.len();
-            if len <= buf.len() && accept(&m.envelope()) {
-                buf[..len].copy_from_slice(&m.data);
-                Received::Placed(m.envelope())
-            } else {
-                Received::Owned(m)
-            }
-        }))
+        Ok(self
+            .recv_from(source, timeout)?
+            .map(|m| Received::place_or_own(m, buf, accept)))
     }
 
     /// [`send`](Comm::send) of a message whose receiver will likely take it

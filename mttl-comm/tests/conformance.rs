@@ -518,6 +518,52 @@ fn recv_from_into_places_or_hands_over(c: &mut AnyComm) {
     }
 }
 
+/// The message of `a_receive_in_place_cut_short_loses_nothing`.
+const CUT_LEN: usize = 48 << 20;
+
+/// Rank 0 starts sending rank 1 a message of [`CUT_LEN`] bytes
+/// (`nsend`: as much as the transport takes at once), sleeps 300 ms, then
+/// finishes it and sends a small one. Rank 1 takes the first with
+/// `recv_from_into` calls of 1 ms each, so some give up in the middle of it
+/// (on TCP, in the middle of reading it in place): it still arrives whole,
+/// then the small one.
+fn a_receive_in_place_cut_short_loses_nothing(c: &mut AnyComm) {
+    match c.rank() {
+        0 => {
+            let h = c.nsend(1, 3, pattern(into_seed(0, 3), CUT_LEN)).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            wait_all_sends(c, &[h]);
+            c.send(1, 4, b"after").unwrap();
+        }
+        1 => {
+            let mut buf = vec![0u8; CUT_LEN];
+            let start = Instant::now();
+            let mut cut = 0;
+            let got = loop {
+                let got = c
+                    .recv_from_into(0, Some(Duration::from_millis(1)), &mut buf, &|_| true)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                match got {
+                    Some(got) => break got,
+                    None => cut += 1,
+                }
+                assert!(start.elapsed() < Duration::from_secs(60), "nothing came");
+            };
+            let Received::Placed(e) = got else {
+                panic!("the message fits and was accepted, yet handed over: {got:?}");
+            };
+            assert_eq!((e.tag, e.len), (3, CUT_LEN));
+            assert!(
+                buf == pattern(into_seed(0, 3), CUT_LEN),
+                "wrong bytes after {cut} receives cut short"
+            );
+            let m = recv_from(c, 0);
+            assert_eq!((m.tag, &m.data[..]), (4, &b"after"[..]));
+        }
+        _ => {}
+    }
+}
+
 fn into_seed(src: Rank, tag: Tag) -> u64 {
     (src as u64) << 32 | u64::from(tag)
 }
@@ -936,6 +982,17 @@ macro_rules! conformance_suite {
                     &name("recv_from_into_places_or_hands_over"),
                     &[],
                     super::recv_from_into_places_or_hands_over,
+                );
+            }
+
+            #[test]
+            fn a_receive_in_place_cut_short_loses_nothing() {
+                run_job(
+                    stringify!($backend),
+                    2,
+                    &name("a_receive_in_place_cut_short_loses_nothing"),
+                    &[],
+                    super::a_receive_in_place_cut_short_loses_nothing,
                 );
             }
 

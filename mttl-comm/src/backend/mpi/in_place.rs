@@ -71,7 +71,7 @@ use super::progress::Next;
 use super::raw::{Channel, MpiCode, Request, World};
 use super::wait::{self, Backoff};
 use super::MpiComm;
-use crate::comm::{Envelope, Message, Rank, Received};
+use crate::comm::{Envelope, Rank, Received};
 use crate::error::{CommError, ErrorKind, Op};
 
 /// An `MPI_Irecv` into memory borrowed from the caller for `'buf`.
@@ -180,7 +180,8 @@ impl MpiComm {
         }
         match self.wait_next(op, Some(source), timeout, Some(&claim))? {
             None => Ok(None),
-            Some(Next::Message(message)) => Ok(Some(place_or_own(message, buf, accept))),
+            // Step 3: as the trait's provided version does.
+            Some(Next::Message(message)) => Ok(Some(Received::place_or_own(message, buf, accept))),
             Some(Next::Claimed { tag, len }) => {
                 let envelope = Envelope { source, tag, len };
                 self.receive_payload(op, envelope, &mut buf[..len])?;
@@ -229,18 +230,5 @@ impl MpiComm {
             }
             backoff.idle();
         }
-    }
-}
-
-/// Step 3: a message received the ordinary way goes into `buf` if it fits
-/// and `accept` takes it, as the trait's provided version does.
-fn place_or_own(message: Message, buf: &mut [u8], accept: &dyn Fn(&Envelope) -> bool) -> Received {
-    let envelope = message.envelope();
-    match buf.get_mut(..message.data.len()) {
-        Some(target) if accept(&envelope) => {
-            target.copy_from_slice(&message.data);
-            Received::Placed(envelope)
-        }
-        _ => Received::Owned(message),
     }
 }

@@ -23,6 +23,13 @@
 //! zeroed first nor its pages touched twice; from any other reader
 //! ([`FrameReader::read_from`]) the vector is zeroed piece by piece, just
 //! ahead of each read. Both run the same state machine.
+//!
+//! A reader told to [pause](FrameReader::pause_large) stops at the header
+//! of such a large payload instead, leaving it in the socket: its owner may
+//! then read it straight into memory of its choosing
+//! ([`FrameReader::read_paused_into`]), or [resume](FrameReader::resume)
+//! as above. That is how a large remote write lands in its region without
+//! a copy.
 
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
@@ -201,6 +208,11 @@ pub(crate) struct FrameReader {
     end: usize,
     large: Option<LargePayload>,
     max_len: usize,
+    /// Whether to stop at the header of a payload too large for `buf`.
+    pause_large: bool,
+    /// The header this reader stopped at; its payload's first bytes may be
+    /// in `buf[start..end]`, the rest is unread.
+    paused: Option<Header>,
 }
 
 impl FrameReader {
@@ -212,12 +224,108 @@ impl FrameReader {
             end: 0,
             large: None,
             max_len,
+            pause_large: false,
+            paused: None,
         }
+    }
+
+    /// From now on, stop at the header of every payload too large for the
+    /// read buffer (see the module doc).
+    pub(crate) fn pause_large(&mut self) {
+        self.pause_large = true;
+    }
+
+    /// The header of the payload this reader stopped at, if any.
+    pub(crate) fn paused(&self) -> Option<Header> {
+        self.paused
     }
 
     /// Whether a frame has been started but not finished.
     pub(crate) fn mid_frame(&self) -> bool {
-        self.large.is_some() || self.end > self.start
+        self.large.is_some() || self.paused.is_some() || self.end > self.start
+    }
+
+    /// Goes on past the payload this reader stopped at, if any: the next
+    /// read takes it into a vector of its own, as without pausing.
+    pub(crate) fn resume(&mut self) -> Result<(), ReadError> {
+        self.unpause(&[])
+    }
+
+    /// Reads the payload this reader stopped at into `out[..len]`, where
+    /// `filled` bytes of it already are: first what the read buffer holds,
+    /// then from `src` until it would block. Returns whether the payload is
+    /// complete, after which the reader goes on with the next frame.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the reader has not stopped at a payload, or `out` is
+    /// shorter than it.
+    pub(crate) fn read_paused_into(
+        &mut self,
+        src: &mut impl Read,
+        out: &mut [u8],
+        filled: &mut usize,
+    ) -> Result<bool, ReadError> {
+        let header = self.paused.expect("the reader stopped at a payload");
+        let out = &mut out[..header.len];
+        if self.start < self.end {
+            let n = (self.end - self.start).min(header.len - *filled);
+            out[*filled..*filled + n].copy_from_slice(&self.buf[self.start..self.start + n]);
+            self.start += n;
+            *filled += n;
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
+            }
+        }
+        while *filled < header.len {
+            match src.read(&mut out[*filled..]) {
+                Ok(0) => return Err(ReadError::Closed { mid_frame: true }),
+                Ok(n) => *filled += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Io(e)),
+            }
+        }
+        self.paused = None;
+        Ok(true)
+    }
+
+    /// Gives up reading the paused payload in place after `placed`, its
+    /// first bytes, were: they and the rest go into a vector of its own,
+    /// as if the reader had not paused.
+    pub(crate) fn unpause(&mut self, placed: &[u8]) -> Result<(), ReadError> {
+        let Some(header) = self.paused.take() else {
+            return Ok(());
+        };
+        self.start_large(header, placed)
+    }
+
+    /// Starts reading the payload of `header` into a vector of its own,
+    /// whose first bytes are `placed` and then what the read buffer holds
+    /// (all of it is this payload's).
+    fn start_large(&mut self, header: Header, placed: &[u8]) -> Result<(), ReadError> {
+        // Fallible: a length within a huge MTTL_MAX_MESSAGE may still be
+        // more than this machine has. Not zeroed: the rest is read into the
+        // spare capacity (see `read_source`).
+        let mut payload = Vec::new();
+        payload.try_reserve_exact(header.len).map_err(|_| {
+            ReadError::Malformed(format!(
+                "cannot allocate {} bytes for a payload (MTTL_MAX_MESSAGE is above what this machine can hold)",
+                header.len
+            ))
+        })?;
+        payload.extend_from_slice(placed);
+        payload.extend_from_slice(&self.buf[self.start..self.end]);
+        self.start = 0;
+        self.end = 0;
+        let filled = payload.len();
+        self.large = Some(LargePayload {
+            header,
+            payload,
+            filled,
+        });
+        Ok(())
     }
 
     /// Reads what `src` has now and hands every complete frame to `sink`,
@@ -255,6 +363,10 @@ impl FrameReader {
         mut sink: impl FnMut(Frame),
     ) -> Result<(), ReadError> {
         loop {
+            // Stopped at a payload: its owner reads it (or resumes).
+            if self.paused.is_some() {
+                return Ok(());
+            }
             // A large payload in progress is read straight into its vector.
             if let Some(large) = &mut self.large {
                 let got = if large.filled == large.payload.len() {
@@ -291,7 +403,7 @@ impl FrameReader {
                 }
             }
             self.parse_buffered(&mut sink)?;
-            if self.large.is_some() {
+            if self.large.is_some() || self.paused.is_some() {
                 continue;
             }
             // Make room, then read more into the buffer.
@@ -342,25 +454,12 @@ impl FrameReader {
                 // Fits the buffer once more bytes arrive.
                 break;
             } else {
-                // Fallible: a length within a huge MTTL_MAX_MESSAGE may
-                // still be more than this machine has. Not zeroed: the rest
-                // is read into the spare capacity (see `read_source`).
-                let mut payload = Vec::new();
-                payload.try_reserve_exact(header.len).map_err(|_| {
-                    ReadError::Malformed(format!(
-                        "cannot allocate {} bytes for a payload (MTTL_MAX_MESSAGE is above what this machine can hold)",
-                        header.len
-                    ))
-                })?;
-                payload.extend_from_slice(&self.buf[body_start..self.end]);
-                self.start = 0;
-                self.end = 0;
-                self.large = Some(LargePayload {
-                    header,
-                    payload,
-                    filled: have,
-                });
-                return Ok(());
+                self.start = body_start;
+                if self.pause_large {
+                    self.paused = Some(header);
+                    return Ok(());
+                }
+                return self.start_large(header, &[]);
             }
         }
         if self.start == self.end {
@@ -483,6 +582,105 @@ mod tests {
             for (i, (f, p)) in frames.iter().zip(&payloads).enumerate() {
                 assert_eq!(f.header.tag, i as Tag);
                 assert_eq!(&f.payload, p, "frame {i} with chunk {chunk}");
+            }
+        }
+    }
+
+    /// A reader of `data` that has only the first `available` bytes so
+    /// far, handed out `chunk` at a time.
+    struct Arriving {
+        data: Vec<u8>,
+        pos: usize,
+        available: usize,
+        chunk: usize,
+    }
+
+    impl Read for Arriving {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let end = self.available.min(self.data.len());
+            if self.pos == end {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = out.len().min(self.chunk).min(end - self.pos);
+            out[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    /// A pausing reader stops at every payload too large for its buffer;
+    /// whether the owner then reads it in place (across several arrivals),
+    /// resumes, or gives up part way, every frame comes out whole and in
+    /// order.
+    #[test]
+    fn a_pausing_reader_loses_nothing_however_its_payloads_are_taken() {
+        let payloads: Vec<Vec<u8>> = [5usize, 70_000, 1, 200_000, 65_521, 9, 300_000, 0]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 17 + j * 3) as u8).collect())
+            .collect();
+        let mut bytes = Vec::new();
+        for (i, p) in payloads.iter().enumerate() {
+            bytes.extend(frame_bytes(i as Tag, p));
+        }
+        for (step, chunk) in [(1000, 333), (40_000, 65_536), (1 << 20, 1 << 20)] {
+            let mut src = Arriving {
+                data: bytes.clone(),
+                pos: 0,
+                available: 0,
+                chunk,
+            };
+            let mut reader = FrameReader::new(1 << 30);
+            reader.pause_large();
+            let mut frames = Vec::new();
+            let mut pauses = 0;
+            while src.pos < src.data.len() || reader.mid_frame() {
+                src.available += step;
+                reader
+                    .read_from(&mut src, false, |f| frames.push(f))
+                    .unwrap();
+                let Some(header) = reader.paused() else {
+                    continue;
+                };
+                pauses += 1;
+                let mut out = vec![0u8; header.len + 10];
+                let mut filled = 0;
+                match pauses % 3 {
+                    0 => loop {
+                        if reader
+                            .read_paused_into(&mut src, &mut out, &mut filled)
+                            .unwrap()
+                        {
+                            out.truncate(header.len);
+                            frames.push(Frame {
+                                header,
+                                payload: out,
+                            });
+                            break;
+                        }
+                        src.available += step;
+                    },
+                    1 => reader.resume().unwrap(),
+                    _ => {
+                        let done = reader.read_paused_into(&mut src, &mut out, &mut filled);
+                        assert!(!done.unwrap() || step == 1 << 20);
+                        if reader.paused().is_some() {
+                            reader.unpause(&out[..filled]).unwrap();
+                        } else {
+                            out.truncate(header.len);
+                            frames.push(Frame {
+                                header,
+                                payload: out,
+                            });
+                        }
+                    }
+                }
+            }
+            assert_eq!(pauses, 4, "step {step}: one pause per large payload");
+            assert_eq!(frames.len(), payloads.len(), "step {step}");
+            for (i, (f, p)) in frames.iter().zip(&payloads).enumerate() {
+                assert_eq!(f.header.tag, i as Tag, "step {step}: out of order");
+                assert!(&f.payload == p, "step {step}: frame {i} is wrong");
             }
         }
     }

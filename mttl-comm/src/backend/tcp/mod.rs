@@ -22,7 +22,12 @@
 //!   a wake-up), then parks in the kernel until a socket is ready or its
 //!   timeout passes (an idle rank uses no CPU).
 //! - **Memory**: a large payload is received straight into its message's
-//!   vector, uninitialised until the kernel writes it ([`frame`]); each link
+//!   vector, uninitialised until the kernel writes it ([`frame`]), or, when
+//!   `recv_from_into` asks for it, into the caller's memory: each link's
+//!   reader stops at the header of a payload larger than its read buffer,
+//!   and the next look at the network reads it into a vector unless
+//!   `recv_from_into` takes it first (a large remote write lands in its
+//!   region so, without a copy); each link
 //!   asks for a send buffer of `MTTL_TCP_SNDBUF` (default 256 KiB) rather
 //!   than the kernel's automatic one of several MiB, so the bytes in flight
 //!   stay in the caches; and glibc is told to keep freed large blocks
@@ -55,7 +60,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use self::frame::{Frame, FrameKind, FrameReader, Header, ReadError, HEADER_LEN};
-use crate::comm::{Comm, Envelope, Message, Rank, SendHandle, Tag};
+use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env::{self, Launch, TcpLaunch};
 use crate::error::{CommError, ErrorKind, Op};
 
@@ -78,6 +83,10 @@ pub struct TcpComm {
     incoming: VecDeque<Message>,
     /// The first peer lost without a goodbye: reported by probe/recv_any.
     lost: Option<(Rank, PeerState)>,
+    /// Links whose reader stopped at a large payload (see `recv_from_into`).
+    paused: Vec<Rank>,
+    /// The link whose paused payload `recv_from_into` is reading in place.
+    placing: Option<Rank>,
     self_seq: u64,
     guard: Option<bootstrap::Guard>,
 }
@@ -256,9 +265,11 @@ impl TcpComm {
                         Interest::READABLE | Interest::WRITABLE,
                     )
                     .map_err(|e| err(ErrorKind::Io(e)))?;
+                let mut reader = FrameReader::new(max_len);
+                reader.pause_large();
                 peers.push(Some(Peer {
                     stream,
-                    reader: FrameReader::new(max_len),
+                    reader,
                     out: VecDeque::new(),
                     next_seq: 0,
                     done_seq: 0,
@@ -279,6 +290,8 @@ impl TcpComm {
             peers,
             incoming: VecDeque::new(),
             lost: None,
+            paused: Vec::new(),
+            placing: None,
             self_seq: 0,
             guard,
         })
@@ -357,6 +370,14 @@ impl TcpComm {
     /// ready), reads every readable link and flushes every writable one.
     /// Returns how many links were ready: 0 means nothing happened.
     fn progress(&mut self, wait: Option<Duration>) -> Result<usize, io::Error> {
+        // Links stopped at a large payload go on: whoever wanted it in
+        // place would have taken it before anything else.
+        let resumed = self.resume_paused();
+        let wait = if resumed > 0 {
+            Some(Duration::ZERO)
+        } else {
+            wait
+        };
         let Some(poll) = &mut self.poll else {
             if let Some(w) = wait {
                 if !w.is_zero() {
@@ -394,16 +415,41 @@ impl TcpComm {
                 self.flush_peer(r);
             }
         }
-        Ok(n)
+        Ok(n + resumed)
+    }
+
+    /// Reads on, into vectors, every link stopped at a large payload but
+    /// the one being placed; returns how many there were.
+    fn resume_paused(&mut self) -> usize {
+        let mut resumed = 0;
+        let mut i = 0;
+        while i < self.paused.len() {
+            let r = self.paused[i];
+            if self.placing == Some(r) {
+                i += 1;
+                continue;
+            }
+            self.paused.swap_remove(i);
+            // Reading resumes it (and may stop at the next one).
+            self.read_peer(r, false);
+            resumed += 1;
+        }
+        resumed
     }
 
     /// Reads everything `r`'s link has now (to its end if `closed`).
+    ///
+    /// A reader stopped at a large payload goes on past it, unless
+    /// `recv_from_into` is placing it; one that stops at a large payload is
+    /// noted in `paused`.
     fn read_peer(&mut self, r: Rank, closed: bool) {
         let TcpComm {
             peers,
             incoming,
             poll,
             lost,
+            paused,
+            placing,
             ..
         } = self;
         let Some(peer) = peers.get_mut(r).and_then(Option::as_mut) else {
@@ -412,11 +458,12 @@ impl TcpComm {
         if matches!(
             peer.state,
             PeerState::Closed | PeerState::Lost(_) | PeerState::Malformed(_)
-        ) {
+        ) || *placing == Some(r)
+        {
             return;
         }
         let mut goodbye = false;
-        let result =
+        let result = peer.reader.resume().and_then(|()| {
             peer.reader
                 .read_from_socket(
                     &mut peer.stream,
@@ -429,12 +476,18 @@ impl TcpComm {
                         }),
                         FrameKind::Goodbye => goodbye = true,
                     },
-                );
+                )
+        });
         if goodbye && peer.state == PeerState::Open {
             peer.state = PeerState::SaidGoodbye;
         }
         let end = match result {
-            Ok(()) => return,
+            Ok(()) => {
+                if peer.reader.paused().is_some() && !paused.contains(&r) {
+                    paused.push(r);
+                }
+                return;
+            }
             Err(ReadError::Closed { mid_frame: false }) if peer.state == PeerState::SaidGoodbye => {
                 PeerState::Closed
             }
@@ -872,6 +925,106 @@ impl Comm for TcpComm {
             Ok(false)
         })?;
         Ok(found)
+    }
+
+    /// The next message from `source`, as `recv_from` waits for it; if it
+    /// is a large payload that its link's reader stopped at (see `frame`),
+    /// and `accept` takes it, it is read from the socket straight into
+    /// `buf`. Anything else is received and copied as the provided version
+    /// does.
+    fn recv_from_into(
+        &mut self,
+        source: Rank,
+        timeout: Option<Duration>,
+        buf: &mut [u8],
+        accept: &dyn Fn(&Envelope) -> bool,
+    ) -> Result<Option<Received>, CommError> {
+        let op = Op::RecvFrom(source);
+        self.check_rank(op, source)?;
+        let mut found = None;
+        let mut placing: Option<Envelope> = None;
+        let mut filled = 0;
+        let mut failed = None;
+        let waited = self.wait_until(op, timeout, |c| {
+            if placing.is_none() {
+                if let Some(i) = c.incoming.iter().position(|m| m.source == source) {
+                    found = c.incoming.remove(i);
+                    return Ok(true);
+                }
+                let Some(peer) = c.peers.get(source).and_then(Option::as_ref) else {
+                    // This rank itself: what it sends itself is in `incoming`.
+                    return Ok(false);
+                };
+                if peer.state != PeerState::Open {
+                    return Err(c.state_error(op, source, &peer.state.clone()));
+                }
+                let Some(header) = peer.reader.paused() else {
+                    return Ok(false);
+                };
+                let envelope = Envelope {
+                    source,
+                    tag: header.tag,
+                    len: header.len,
+                };
+                if envelope.len > buf.len() || !accept(&envelope) {
+                    // Not for `buf`: the next look reads it into a vector.
+                    return Ok(false);
+                }
+                placing = Some(envelope);
+                c.placing = Some(source);
+            }
+            let Some(peer) = c.peers[source].as_mut() else {
+                return Ok(false);
+            };
+            match peer
+                .reader
+                .read_paused_into(&mut peer.stream, buf, &mut filled)
+            {
+                Ok(done) => Ok(done),
+                Err(e) => {
+                    failed = Some(e);
+                    Ok(true)
+                }
+            }
+        });
+        self.placing = None;
+        if let Some(m) = found {
+            return Ok(Some(Received::place_or_own(m, buf, accept)));
+        }
+        let Some(envelope) = placing else {
+            // Out of time, or an error, before anything was placed.
+            return waited.map(|_| None);
+        };
+        if let (Ok(true), None) = (&waited, &failed) {
+            // The payload's last read may have left the next frames unread,
+            // which no readiness edge would report.
+            self.read_peer(source, false);
+            return Ok(Some(Received::Placed(envelope)));
+        }
+        // Out of time, or the link failed, in the middle of the payload:
+        // what was placed goes back into a vector of its own and reading
+        // goes on as usual, so nothing is lost, and a failed link meets
+        // its error again and records it.
+        if let Some(peer) = self.peers[source].as_mut() {
+            if let Err(ReadError::Malformed(why)) = peer.reader.unpause(&buf[..filled]) {
+                Self::fail_peer(peer, &mut self.lost, source, why);
+            }
+        }
+        self.read_peer(source, failed.is_some());
+        waited?;
+        match (failed, &self.peers[source]) {
+            (None, _) => Ok(None),
+            (Some(_), Some(p)) if p.state != PeerState::Open => {
+                Err(self.state_error(op, source, &p.state.clone()))
+            }
+            (Some(e), _) => Err(self.error(
+                op,
+                ErrorKind::PeerLost {
+                    peer: source,
+                    detail: format!("reading a message in place: {e:?}"),
+                },
+            )),
+        }
     }
 
     fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
