@@ -48,7 +48,7 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::rc::Weak;
+use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 use mttl_comm::{
@@ -266,7 +266,7 @@ pub(crate) struct OwnedSend {
     /// What holds the body's memory, dropped once the send is over (only
     /// with the last send of a body sent in pieces: earlier ones are over
     /// first, since these are taken off in order).
-    pub(crate) _body: Option<Box<dyn Any>>,
+    pub(crate) _body: Option<Rc<dyn Any>>,
 }
 
 impl Runtime {

@@ -610,9 +610,10 @@ impl<T: Pod> GlobalPtr<T> {
     /// [`nwrite_owned`](Self::nwrite_owned); errors as for
     /// [`try_nwrite`](Self::try_nwrite)).
     pub fn try_nwrite_owned<B: AsRef<[T]> + 'static>(&self, data: B) -> Result<(), GlobalError> {
-        // Boxed first, so the elements' address is final even if `B` holds
-        // them inline (an array).
-        let data = Box::new(data);
+        // On the heap first, so the elements' address is final even if `B`
+        // holds them inline (an array); in an `Rc`, which (unlike a `Box`)
+        // may move while pointers into what it holds are used.
+        let data = Rc::new(data);
         let elems: &[T] = (*data).as_ref();
         let bytes: &[u8] = bytemuck::cast_slice(elems);
         let at = self.access("nwrite", bytes.len())?;
@@ -622,15 +623,15 @@ impl<T: Pod> GlobalPtr<T> {
         let elem = elem_size::<T>();
         let pieces = bytes.len().div_ceil(piece_len(elem));
         let (ptr, len) = (bytes.as_ptr(), bytes.len());
-        let mut body = Some(data as Box<dyn std::any::Any>);
+        let mut body = Some(data as Rc<dyn std::any::Any>);
         let mut offset = at.offset;
         for (i, start) in (0..len).step_by(piece_len(elem)).enumerate() {
-            let piece_len = piece_len(elem).min(len - start);
+            let n = piece_len(elem).min(len - start);
             // SAFETY: `ptr..ptr + len` are the bytes of `*body`, which the
             // runtime keeps, unchanged (`T` is plain data: nothing in it
             // can change behind a shared reference, and no one else holds
-            // the box), until the last piece's send is over.
-            let piece = unsafe { std::slice::from_raw_parts(ptr.add(start), piece_len) };
+            // the `Rc`), until the last piece's send is over.
+            let piece = unsafe { std::slice::from_raw_parts(ptr.add(start), n) };
             with_rt(|rt| {
                 rt.global.note_nwrite(at.node);
                 let header = HeaderBuf::with_capacity(16)
@@ -638,7 +639,7 @@ impl<T: Pod> GlobalPtr<T> {
                     .u64(pack_addr(offset, elem))
                     .bytes;
                 // SAFETY: as above; the handle goes into `owned_sends`
-                // with, for the last piece, the box.
+                // with, for the last piece, the `Rc`.
                 let sent =
                     unsafe { rt.post_split_nonblocking(at.node, wire::WRITE, &header, piece) };
                 let handle = sent.unwrap_or_else(|e| {
@@ -647,7 +648,7 @@ impl<T: Pod> GlobalPtr<T> {
                 let _body = if i + 1 == pieces { body.take() } else { None };
                 rt.owned_sends.push_back(OwnedSend { handle, _body });
             });
-            offset = offset.wrapping_add(piece_len as u64);
+            offset = offset.wrapping_add(n as u64);
         }
         reap_owned_sends(MAX_OWNED_SENDS);
         Ok(())
