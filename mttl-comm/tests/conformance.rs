@@ -522,7 +522,7 @@ fn recv_from_into_places_or_hands_over(c: &mut AnyComm) {
 const CUT_LEN: usize = 48 << 20;
 
 /// Rank 0 starts sending rank 1 a message of [`CUT_LEN`] bytes
-/// (`nsend`: as much as the transport takes at once), sleeps 300 ms, then
+/// (`nsend_bulk`: as much as the transport takes at once), sleeps 300 ms, then
 /// finishes it and sends a small one. Rank 1 takes the first with
 /// `recv_from_into` calls of 1 ms each, so some give up in the middle of it
 /// (on TCP, in the middle of reading it in place): it still arrives whole,
@@ -530,7 +530,9 @@ const CUT_LEN: usize = 48 << 20;
 fn a_receive_in_place_cut_short_loses_nothing(c: &mut AnyComm) {
     match c.rank() {
         0 => {
-            let h = c.nsend(1, 3, pattern(into_seed(0, 3), CUT_LEN)).unwrap();
+            let h = c
+                .nsend_bulk(1, 3, pattern(into_seed(0, 3), CUT_LEN))
+                .unwrap();
             std::thread::sleep(Duration::from_millis(300));
             wait_all_sends(c, &[h]);
             c.send(1, 4, b"after").unwrap();

@@ -253,6 +253,7 @@ mod tests {
                 kind: super::super::frame::FrameKind::Data,
                 tag: 1,
                 len: 16,
+                bulk: false,
             }
             .encode();
             let mut bytes = frame.to_vec();

@@ -7,7 +7,8 @@
 //! |-------|-------|---------------------------------------------------|
 //! | 0..2  | magic | `0x4d54` ("MT")                                   |
 //! | 2     | kind  | [`FrameKind`]: 0 data, 1 goodbye                  |
-//! | 3     | flags | 0 (reserved; anything else is rejected)           |
+//! | 3     | flags | bit 0: *bulk* (see below); the others are reserved, |
+//! |       |       | and a frame with any of them set is rejected      |
 //! | 4..8  | tag   | the message tag                                   |
 //! | 8..16 | len   | payload length, at most the receiver's maximum    |
 //!
@@ -25,7 +26,9 @@
 //! ahead of each read. Both run the same state machine.
 //!
 //! A reader told to [pause](FrameReader::pause_large) stops at the header
-//! of such a large payload instead, leaving it in the socket: its owner may
+//! of such a large payload instead if the frame is *bulk* (flag bit 0: the
+//! sender expects it to be received into memory of the receiver's
+//! choosing), leaving it in the socket: its owner may
 //! then read it straight into memory of its choosing
 //! ([`FrameReader::read_paused_into`]), or [resume](FrameReader::resume)
 //! as above. That is how a large remote write lands in its region without
@@ -62,7 +65,14 @@ pub(crate) struct Header {
     pub(crate) kind: FrameKind,
     pub(crate) tag: Tag,
     pub(crate) len: usize,
+    /// Sent by `send_bulk` and its kin: the receiver will likely want the
+    /// payload in memory of its own (`recv_from_into`), so a pausing
+    /// reader stops at it.
+    pub(crate) bulk: bool,
 }
+
+/// The flag bit of a bulk frame.
+const FLAG_BULK: u8 = 1;
 
 impl Header {
     /// Encodes the header.
@@ -70,7 +80,7 @@ impl Header {
         let mut b = [0u8; HEADER_LEN];
         b[0..2].copy_from_slice(&MAGIC.to_le_bytes());
         b[2] = self.kind as u8;
-        b[3] = 0;
+        b[3] = if self.bulk { FLAG_BULK } else { 0 };
         b[4..8].copy_from_slice(&self.tag.to_le_bytes());
         b[8..16].copy_from_slice(&(self.len as u64).to_le_bytes());
         b
@@ -90,19 +100,27 @@ impl Header {
             1 => FrameKind::Goodbye,
             k => return Err(format!("unknown frame kind {k}")),
         };
-        if b[3] != 0 {
+        if b[3] & !FLAG_BULK != 0 {
             return Err(format!("reserved flags set (0x{:02x})", b[3]));
         }
+        let bulk = b[3] & FLAG_BULK != 0;
         let tag = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
         let len64 = u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]]);
         let len = usize::try_from(len64)
             .ok()
             .filter(|&l| l <= max_len)
             .ok_or_else(|| format!("payload length {len64} exceeds the maximum of {max_len}"))?;
-        if kind == FrameKind::Goodbye && len != 0 {
-            return Err(format!("goodbye frame with a {len}-byte payload"));
+        if kind == FrameKind::Goodbye && (len != 0 || bulk) {
+            return Err(format!(
+                "goodbye frame with a {len}-byte payload or the bulk flag"
+            ));
         }
-        Ok(Header { kind, tag, len })
+        Ok(Header {
+            kind,
+            tag,
+            len,
+            bulk,
+        })
     }
 }
 
@@ -229,8 +247,8 @@ impl FrameReader {
         }
     }
 
-    /// From now on, stop at the header of every payload too large for the
-    /// read buffer (see the module doc).
+    /// From now on, stop at the header of every bulk payload too large for
+    /// the read buffer (see the module doc).
     pub(crate) fn pause_large(&mut self) {
         self.pause_large = true;
     }
@@ -455,7 +473,7 @@ impl FrameReader {
                 break;
             } else {
                 self.start = body_start;
-                if self.pause_large {
+                if self.pause_large && header.bulk {
                     self.paused = Some(header);
                     return Ok(());
                 }
@@ -500,10 +518,15 @@ mod tests {
     }
 
     fn frame_bytes(tag: Tag, payload: &[u8]) -> Vec<u8> {
+        flagged_frame_bytes(tag, payload, false)
+    }
+
+    fn flagged_frame_bytes(tag: Tag, payload: &[u8], bulk: bool) -> Vec<u8> {
         let mut v = Header {
             kind: FrameKind::Data,
             tag,
             len: payload.len(),
+            bulk,
         }
         .encode()
         .to_vec();
@@ -531,12 +554,15 @@ mod tests {
 
     #[test]
     fn header_round_trips() {
-        let h = Header {
-            kind: FrameKind::Data,
-            tag: 77,
-            len: 123_456,
-        };
-        assert_eq!(Header::decode(&h.encode(), 1 << 20), Ok(h));
+        for bulk in [false, true] {
+            let h = Header {
+                kind: FrameKind::Data,
+                tag: 77,
+                len: 123_456,
+                bulk,
+            };
+            assert_eq!(Header::decode(&h.encode(), 1 << 20), Ok(h));
+        }
     }
 
     #[test]
@@ -545,6 +571,7 @@ mod tests {
             kind: FrameKind::Data,
             tag: 1,
             len: 10,
+            bulk: false,
         }
         .encode();
         let mut b = good;
@@ -554,8 +581,11 @@ mod tests {
         b[2] = 9;
         assert!(Header::decode(&b, 100).unwrap_err().contains("kind"));
         let mut b = good;
-        b[3] = 1;
+        b[3] = 2;
         assert!(Header::decode(&b, 100).unwrap_err().contains("flags"));
+        let mut b = good;
+        b[3] = 1;
+        assert!(Header::decode(&b, 100).unwrap().bulk);
         assert!(Header::decode(&good, 5).unwrap_err().contains("exceeds"));
         let mut b = good;
         b[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
@@ -608,10 +638,10 @@ mod tests {
         }
     }
 
-    /// A pausing reader stops at every payload too large for its buffer;
-    /// whether the owner then reads it in place (across several arrivals),
-    /// resumes, or gives up part way, every frame comes out whole and in
-    /// order.
+    /// A pausing reader stops at every bulk payload too large for its
+    /// buffer (not at a plain one); whether the owner then reads it in
+    /// place (across several arrivals), resumes, or gives up part way,
+    /// every frame comes out whole and in order.
     #[test]
     fn a_pausing_reader_loses_nothing_however_its_payloads_are_taken() {
         let payloads: Vec<Vec<u8>> = [5usize, 70_000, 1, 200_000, 65_521, 9, 300_000, 0]
@@ -621,7 +651,8 @@ mod tests {
             .collect();
         let mut bytes = Vec::new();
         for (i, p) in payloads.iter().enumerate() {
-            bytes.extend(frame_bytes(i as Tag, p));
+            // All bulk but the large one of 65,521 bytes.
+            bytes.extend(flagged_frame_bytes(i as Tag, p, p.len() != 65_521));
         }
         for (step, chunk) in [(1000, 333), (40_000, 65_536), (1 << 20, 1 << 20)] {
             let mut src = Arriving {
@@ -676,7 +707,7 @@ mod tests {
                     }
                 }
             }
-            assert_eq!(pauses, 4, "step {step}: one pause per large payload");
+            assert_eq!(pauses, 3, "step {step}: one pause per large bulk payload");
             assert_eq!(frames.len(), payloads.len(), "step {step}");
             for (i, (f, p)) in frames.iter().zip(&payloads).enumerate() {
                 assert_eq!(f.header.tag, i as Tag, "step {step}: out of order");
@@ -744,6 +775,7 @@ mod tests {
             kind: FrameKind::Data,
             tag: 0,
             len: 0,
+            bulk: false,
         }
         .encode();
         bytes[8..16].copy_from_slice(&(1u64 << 40).to_le_bytes());

@@ -48,7 +48,13 @@ pub fn encode_header(goodbye: bool, tag: Tag, len: usize) -> [u8; HEADER_LEN] {
     } else {
         FrameKind::Data
     };
-    Header { kind, tag, len }.encode()
+    Header {
+        kind,
+        tag,
+        len,
+        bulk: false,
+    }
+    .encode()
 }
 
 /// Decodes and validates a frame header against a maximum payload length:

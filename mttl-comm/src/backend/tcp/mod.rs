@@ -695,6 +695,88 @@ impl TcpComm {
     }
 }
 
+impl TcpComm {
+    /// `send`, of a bulk frame if `bulk` (see `frame`).
+    fn send_frame(
+        &mut self,
+        dest: Rank,
+        tag: Tag,
+        data: &[u8],
+        bulk: bool,
+    ) -> Result<(), CommError> {
+        let op = Op::Send(dest);
+        self.check_rank(op, dest)?;
+        self.check_len(op, data.len())?;
+        if dest == self.rank {
+            self.incoming.push_back(Message {
+                source: dest,
+                tag,
+                data: data.to_vec(),
+            });
+            return Ok(());
+        }
+        // Keep call order: earlier non-blocking sends go first.
+        if !self.open_peer(op, dest)?.out.is_empty() {
+            self.flush_peer(dest);
+            self.wait_until(op, None, |c| Ok(c.open_peer(op, dest)?.out.is_empty()))?;
+        }
+        let header = Header {
+            kind: FrameKind::Data,
+            tag,
+            len: data.len(),
+            bulk,
+        }
+        .encode();
+        self.write_direct(op, dest, &header, data)
+    }
+
+    /// `nsend`, of a bulk frame if `bulk` (see `frame`).
+    fn nsend_frame(
+        &mut self,
+        dest: Rank,
+        tag: Tag,
+        data: Vec<u8>,
+        bulk: bool,
+    ) -> Result<SendHandle, CommError> {
+        let op = Op::Nsend(dest);
+        self.check_rank(op, dest)?;
+        self.check_len(op, data.len())?;
+        if dest == self.rank {
+            self.self_seq += 1;
+            self.incoming.push_back(Message {
+                source: dest,
+                tag,
+                data,
+            });
+            return Ok(SendHandle {
+                dest,
+                seq: self.self_seq,
+            });
+        }
+        let header = Header {
+            kind: FrameKind::Data,
+            tag,
+            len: data.len(),
+            bulk,
+        }
+        .encode();
+        let peer = self.open_peer(op, dest)?;
+        let seq = peer.next_seq;
+        peer.next_seq += 1;
+        let was_empty = peer.out.is_empty();
+        peer.out.push_back(OutFrame {
+            header,
+            body: data,
+            written: 0,
+            seq,
+        });
+        if was_empty {
+            self.flush_peer(dest);
+        }
+        Ok(SendHandle { dest, seq })
+    }
+}
+
 impl Comm for TcpComm {
     fn init() -> Result<Self, CommError> {
         match Launch::from_env()? {
@@ -739,6 +821,7 @@ impl Comm for TcpComm {
             kind: FrameKind::Goodbye,
             tag: 0,
             len: 0,
+            bulk: false,
         }
         .encode();
         for r in 0..self.size {
@@ -812,67 +895,22 @@ impl Comm for TcpComm {
     }
 
     fn send(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
-        let op = Op::Send(dest);
-        self.check_rank(op, dest)?;
-        self.check_len(op, data.len())?;
-        if dest == self.rank {
-            self.incoming.push_back(Message {
-                source: dest,
-                tag,
-                data: data.to_vec(),
-            });
-            return Ok(());
-        }
-        // Keep call order: earlier non-blocking sends go first.
-        if !self.open_peer(op, dest)?.out.is_empty() {
-            self.flush_peer(dest);
-            self.wait_until(op, None, |c| Ok(c.open_peer(op, dest)?.out.is_empty()))?;
-        }
-        let header = Header {
-            kind: FrameKind::Data,
-            tag,
-            len: data.len(),
-        }
-        .encode();
-        self.write_direct(op, dest, &header, data)
+        self.send_frame(dest, tag, data, false)
+    }
+
+    /// As `send`, flagged bulk: the receiver's reader stops at a large
+    /// payload for `recv_from_into` to take in place.
+    fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
+        self.send_frame(dest, tag, data, true)
     }
 
     fn nsend(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
-        let op = Op::Nsend(dest);
-        self.check_rank(op, dest)?;
-        self.check_len(op, data.len())?;
-        if dest == self.rank {
-            self.self_seq += 1;
-            self.incoming.push_back(Message {
-                source: dest,
-                tag,
-                data,
-            });
-            return Ok(SendHandle {
-                dest,
-                seq: self.self_seq,
-            });
-        }
-        let header = Header {
-            kind: FrameKind::Data,
-            tag,
-            len: data.len(),
-        }
-        .encode();
-        let peer = self.open_peer(op, dest)?;
-        let seq = peer.next_seq;
-        peer.next_seq += 1;
-        let was_empty = peer.out.is_empty();
-        peer.out.push_back(OutFrame {
-            header,
-            body: data,
-            written: 0,
-            seq,
-        });
-        if was_empty {
-            self.flush_peer(dest);
-        }
-        Ok(SendHandle { dest, seq })
+        self.nsend_frame(dest, tag, data, false)
+    }
+
+    /// As `nsend`, flagged bulk (see `send_bulk`).
+    fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
+        self.nsend_frame(dest, tag, data, true)
     }
 
     fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
