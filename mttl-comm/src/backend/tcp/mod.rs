@@ -24,8 +24,9 @@
 //! - **Memory**: a large payload is received straight into its message's
 //!   vector, uninitialised until the kernel writes it ([`frame`]), or, when
 //!   `recv_from_into` asks for it, into the caller's memory: each link's
-//!   reader stops at the header of a payload larger than its read buffer,
-//!   and the next look at the network reads it into a vector unless
+//!   reader stops at the header of a *bulk* payload (sent by `send_bulk`
+//!   and its kin, as a remote write's body is) larger than its read
+//!   buffer, and the next look at the network reads it into a vector unless
 //!   `recv_from_into` takes it first (a large remote write lands in its
 //!   region so, without a copy); each link
 //!   asks for a send buffer of `MTTL_TCP_SNDBUF` (default 256 KiB) rather
