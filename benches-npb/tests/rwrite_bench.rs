@@ -30,29 +30,25 @@ impl Drop for Scratch {
     }
 }
 
-#[test]
-fn tcp_sweep_reports_positive_throughput_and_writes_its_files() {
-    let scratch = Scratch::new("tcp");
+/// Runs `mttl-bench rwrite` quickly (one sweep, no settling, 5 ms samples,
+/// `--json`) on `sizes` and `backends`, writing its files into `dir`;
+/// returns its JSON document and what it printed.
+fn rwrite_json(sizes: &str, backends: &str, dir: &std::path::Path) -> (Value, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
         .args([
             "rwrite",
             "--sizes",
-            "8,4K",
+            sizes,
             "--reps",
             "1",
             "--backends",
-            "tcp",
-            "--json",
-            "--settle",
-            "0",
-            "--sample-ms",
-            "5",
-            "--csv",
+            backends,
         ])
-        .arg(&scratch.0)
+        .args(["--json", "--settle", "0", "--sample-ms", "5", "--csv"])
+        .arg(dir)
         .output()
         .expect("mttl-bench starts");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
@@ -61,6 +57,13 @@ fn tcp_sweep_reports_positive_throughput_and_writes_its_files() {
     );
     let doc: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+    (doc, stdout)
+}
+
+#[test]
+fn tcp_sweep_reports_positive_throughput_and_writes_its_files() {
+    let scratch = Scratch::new("tcp");
+    let (doc, stdout) = rwrite_json("8,4K", "tcp", &scratch.0);
 
     assert_eq!(doc["benchmark"], "rwrite");
     assert_eq!(doc["configs"], serde_json::json!(["mttl-tcp"]));
@@ -113,34 +116,7 @@ fn tcp_sweep_reports_positive_throughput_and_writes_its_files() {
 #[test]
 fn mpi_owned_is_compared_with_raw_mpi() {
     let scratch = Scratch::new("owned");
-    let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
-        .args([
-            "rwrite",
-            "--sizes",
-            "64K",
-            "--reps",
-            "1",
-            "--backends",
-            "mpi-owned,raw-mpi",
-            "--json",
-            "--settle",
-            "0",
-            "--sample-ms",
-            "5",
-            "--csv",
-        ])
-        .arg(&scratch.0)
-        .output()
-        .expect("mttl-bench starts");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "mttl-bench rwrite failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        output.status
-    );
-    let doc: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+    let (doc, stdout) = rwrite_json("64K", "mpi-owned,raw-mpi", &scratch.0);
     assert_eq!(
         doc["configs"],
         serde_json::json!(["mttl-owned", "raw-mpi"]),

@@ -75,6 +75,16 @@ pub(crate) struct Header {
 const FLAG_BULK: u8 = 1;
 
 impl Header {
+    /// The header of a data frame.
+    pub(crate) fn data(tag: Tag, len: usize, bulk: bool) -> Header {
+        Header {
+            kind: FrameKind::Data,
+            tag,
+            len,
+            bulk,
+        }
+    }
+
     /// Encodes the header.
     pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];

@@ -721,13 +721,7 @@ impl TcpComm {
             self.flush_peer(dest);
             self.wait_until(op, None, |c| Ok(c.open_peer(op, dest)?.out.is_empty()))?;
         }
-        let header = Header {
-            kind: FrameKind::Data,
-            tag,
-            len: data.len(),
-            bulk,
-        }
-        .encode();
+        let header = Header::data(tag, data.len(), bulk).encode();
         self.write_direct(op, dest, &header, data)
     }
 
@@ -754,13 +748,7 @@ impl TcpComm {
                 seq: self.self_seq,
             });
         }
-        let header = Header {
-            kind: FrameKind::Data,
-            tag,
-            len: data.len(),
-            bulk,
-        }
-        .encode();
+        let header = Header::data(tag, data.len(), bulk).encode();
         let peer = self.open_peer(op, dest)?;
         let seq = peer.next_seq;
         peer.next_seq += 1;
