@@ -160,6 +160,14 @@ pub trait Comm {
     /// The largest message this backend carries, in bytes.
     fn max_message_len(&self) -> usize;
 
+    /// About how many bytes of small messages to one rank are best sent
+    /// together as one message (the runtime's aggregation flushes a batch
+    /// from this size on): up to where a message stops being about as
+    /// cheap as a small one. The provided version says 16 KiB.
+    fn batch_len(&self) -> usize {
+        16 << 10
+    }
+
     /// `_pmttl_comfinish`: complete every pending send, then leave the job.
     fn finish(self) -> Result<(), CommError>
     where

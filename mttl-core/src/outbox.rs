@@ -12,7 +12,9 @@
 //!    without the loop looking at the network (a barrier's last message,
 //!    held so, made NPB IS wait up to 60 ms per iteration);
 //! 2. the following ones are appended to the destination's batch, which
-//!    leaves when it reaches [`FLUSH_BYTES`], when a large message or a
+//!    leaves when it reaches the backend's
+//!    [`batch_len`](mttl_comm::Comm::batch_len)
+//!    (16 KiB; 4 KiB on MPICH), when a large message or a
 //!    blocking receive needs the order kept, and in any case when the loop
 //!    next looks at the network (after at most a batch of thread runs).
 //!
@@ -27,9 +29,6 @@ use mttl_comm::{Rank, Tag};
 
 use crate::wire;
 
-/// A batch leaves once it holds this many bytes.
-pub(crate) const FLUSH_BYTES: usize = 16 * 1024;
-
 /// A message larger than this never goes into a batch.
 pub(crate) const MAX_ITEM: usize = 4 * 1024;
 
@@ -43,6 +42,8 @@ const VAR: &str = "MTTL_AGGREGATE";
 #[derive(Debug)]
 pub(crate) struct Outbox {
     enabled: bool,
+    /// A batch leaves once it holds this many bytes.
+    flush_bytes: usize,
     /// Per destination: the batch being filled.
     batches: Vec<Vec<u8>>,
     /// Per destination: whether a message went there since the last look.
@@ -63,8 +64,9 @@ pub(crate) enum Route {
 }
 
 impl Outbox {
-    /// The outbox of a job of `size` ranks, off until [`Outbox::start`].
-    pub(crate) fn new(size: usize) -> Result<Outbox, String> {
+    /// The outbox of a job of `size` ranks whose batches leave from
+    /// `flush_bytes` on.
+    pub(crate) fn new(size: usize, flush_bytes: usize) -> Result<Outbox, String> {
         let enabled = match std::env::var(VAR) {
             Err(_) => true,
             Ok(v) => match v.trim() {
@@ -75,6 +77,7 @@ impl Outbox {
         };
         Ok(Outbox {
             enabled,
+            flush_bytes,
             batches: vec![Vec::new(); size],
             sent: vec![false; size],
             touched: Vec::new(),
@@ -100,7 +103,7 @@ impl Outbox {
         batch.extend_from_slice(&(len as u32).to_le_bytes());
         batch.extend_from_slice(header);
         batch.extend_from_slice(body);
-        if batch.len() >= FLUSH_BYTES {
+        if batch.len() >= self.flush_bytes {
             Route::BatchedFull
         } else {
             Route::Batched
@@ -168,6 +171,7 @@ mod tests {
     fn outbox(size: usize) -> Outbox {
         Outbox {
             enabled: true,
+            flush_bytes: 16 << 10,
             batches: vec![Vec::new(); size],
             sent: vec![false; size],
             touched: Vec::new(),
@@ -212,7 +216,7 @@ mod tests {
         assert_eq!(o.admit(0, 1, b"", &big), Route::Direct);
         let item = vec![1u8; MAX_ITEM];
         let mut full = false;
-        for _ in 0..FLUSH_BYTES / MAX_ITEM + 1 {
+        for _ in 0..o.flush_bytes / MAX_ITEM + 1 {
             if o.admit(0, 1, b"", &item) == Route::BatchedFull {
                 full = true;
                 break;

@@ -279,6 +279,7 @@ impl Runtime {
             Err(_) => 64 * 1024,
         };
         let size = comm.size();
+        let outbox = Outbox::new(size, comm.batch_len())?;
         Ok(Runtime {
             rank: comm.rank(),
             size,
@@ -290,7 +291,7 @@ impl Runtime {
             coll: coll::State::default(),
             scratch: Vec::with_capacity(4096),
             watchdog: Watchdog::from_env()?,
-            outbox: Outbox::new(size)?,
+            outbox,
             flush_list: Vec::new(),
             exit_code: None,
             exit_acks: 0,

@@ -80,6 +80,11 @@ impl Comm for AnyComm {
         dispatch!(self, c => c.max_message_len())
     }
 
+    #[inline]
+    fn batch_len(&self) -> usize {
+        dispatch!(self, c => c.batch_len())
+    }
+
     fn finish(self) -> Result<(), CommError> {
         dispatch!(self, c => c.finish())
     }

@@ -100,7 +100,7 @@ fn disagreeing_var() -> Option<(&'static str, String, &'static str)> {
 
 /// The first line of `MPI_Get_library_version`, e.g. `Open MPI v4.1.4` or
 /// `MPICH 4.0.2` (from `MPICH Version:\t4.0.2`).
-fn library_name() -> String {
+pub(super) fn library_name() -> String {
     let full = mpi::environment::library_version().unwrap_or_default();
     short_library_name(full.trim_end_matches('\0'))
 }
