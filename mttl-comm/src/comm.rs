@@ -168,6 +168,16 @@ pub trait Comm {
         16 << 10
     }
 
+    /// The largest body best sent in one message with a small header in
+    /// front of it (the two copied together on each side); a larger one
+    /// is best sent as a message of its own, straight from where it is
+    /// (see [`send_headed_bulk`](Comm::send_headed_bulk)). The provided
+    /// version says any size: where every message costs a system call
+    /// (TCP), the copies cost less.
+    fn combine_len(&self) -> usize {
+        usize::MAX
+    }
+
     /// `_pmttl_comfinish`: complete every pending send, then leave the job.
     fn finish(self) -> Result<(), CommError>
     where

@@ -85,6 +85,11 @@ impl Comm for AnyComm {
         dispatch!(self, c => c.batch_len())
     }
 
+    #[inline]
+    fn combine_len(&self) -> usize {
+        dispatch!(self, c => c.combine_len())
+    }
+
     fn finish(self) -> Result<(), CommError> {
         dispatch!(self, c => c.finish())
     }

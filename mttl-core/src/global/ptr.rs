@@ -12,7 +12,7 @@ use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
 use bincode::{BorrowDecode, Decode, Encode};
 use bytemuck::{Pod, Zeroable};
-use mttl_comm::{AnyComm, Comm, Rank, SendHandle};
+use mttl_comm::{Comm, Rank, SendHandle};
 
 use super::completion::Request;
 use super::error::{Fault, GlobalError, GlobalErrorKind};
@@ -193,23 +193,16 @@ impl<T> GlobalPtr<T> {
     }
 }
 
-/// The largest write body sent behind its header in one message on the MPI
-/// backend; a larger one goes as a second message straight from the
-/// caller's slice ([`Runtime::post_split`]). Copying header and body
-/// together costs the sender a copy and the owner another (cutting the body
-/// out), more than a second message from about this size on: with Open
-/// MPI's shared memory, 64 KiB `nwrite`s ran at 4.6 GB/s combined and 12.9
-/// GB/s split, 4 KiB ones 25% faster split (`mttl-bench rwrite`).
-///
-/// On TCP every message costs a system call and a pass through the
-/// loopback stack, which outweighs those copies up to the eager limit
-/// (8 and 16 KiB writes ran a third slower split), so there write bodies
-/// split only where every body does.
-const SPLIT_WRITE: usize = 2 << 10;
-
-/// Whether a write body of `len` bytes goes as a second message.
+/// Whether a write body of `len` bytes goes as a second message, straight
+/// from the caller's slice ([`Runtime::post_split`]), rather than copied
+/// behind its header: above the backend's
+/// [`combine_len`](mttl_comm::Comm::combine_len) (on MPI 2 KiB, 8 KiB on
+/// MPICH). On TCP every message costs a system call and a pass through the
+/// loopback stack, which outweighs the copies up to the eager limit (8 and
+/// 16 KiB writes ran a third slower split), so there write bodies split
+/// only where every body does.
 fn splits_write(rt: &Runtime, len: usize) -> bool {
-    len > SPLIT_WRITE && !matches!(rt.comm, AnyComm::Tcp(_))
+    len > rt.comm.combine_len()
 }
 
 /// Whether a write body of `len` bytes, from a thread, leaves by a
