@@ -1121,12 +1121,36 @@ fn owned_nwrites_land_and_are_released_at_the_fence(t: Scenario) {
             assert_eq!(mttl::try_fence(), Ok(()));
             assert_eq!(ptrs[node].read_vec(10_000), vec![9u64; 10_000]);
         }
+        // Large bodies: at most MAX_OWNED_BYTES of them in flight, even
+        // while their owner takes none (its only thread of OS sleeps).
+        const LARGE: usize = 1 << 19; // 4 MiB of u64
+        let target = ptrs[1];
+        let block: Arc<[u64]> = vec![5u64; LARGE].into();
+        let most = mttl::MAX_OWNED_BYTES / (8 * LARGE);
+        let stalled = mttl::ainvoke(1, stall, (300,));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        for _ in 0..2 * most {
+            target.nwrite_owned(Arc::clone(&block));
+            let in_flight = Arc::strong_count(&block) - 1;
+            assert!(in_flight <= most, "{in_flight} bodies of 4 MiB in flight");
+        }
+        mttl::fence();
+        stalled.wait();
+        assert_eq!(Arc::strong_count(&block), 1);
+        assert_eq!(target.read_vec(LARGE), vec![5u64; LARGE]);
         println!(
             "{} owned nwrites landed by the fence",
             size * size * (ROUNDS + 2)
         );
     })
     .assert_success();
+}
+
+/// Keeps this node's OS thread asleep for `ms` milliseconds: its runtime
+/// takes no message meanwhile.
+#[mttl::remote]
+fn stall(ms: u64) {
+    std::thread::sleep(std::time::Duration::from_millis(ms));
 }
 
 /// Spawns a thread on this node that writes `target` with `nwrite_owned`

@@ -45,7 +45,7 @@ pub use coll::{
 };
 pub use global::{
     fence, try_fence, AtomicInt, BorrowError, GlobalArray, GlobalError, GlobalErrorKind,
-    GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut, MAX_OWNED_SENDS,
+    GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut, MAX_OWNED_BYTES, MAX_OWNED_SENDS,
 };
 pub use invoke::{ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError, RemoteMethod};
 pub use registry::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};

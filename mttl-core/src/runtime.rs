@@ -257,12 +257,16 @@ pub(crate) struct Runtime {
     /// oldest first, until a fence (or the limit on their number) sees
     /// them over.
     pub(crate) owned_sends: VecDeque<OwnedSend>,
+    /// The bytes of the bodies in `owned_sends`.
+    pub(crate) owned_bytes: usize,
 }
 
 /// A send of a body that the runtime owns while it leaves.
 #[derive(Debug)]
 pub(crate) struct OwnedSend {
     pub(crate) handle: SendHandle,
+    /// The bytes this send carries.
+    pub(crate) len: usize,
     /// What holds the body's memory, dropped once the send is over (only
     /// with the last send of a body sent in pieces: earlier ones are over
     /// first, since these are taken off in order).
@@ -297,6 +301,7 @@ impl Runtime {
             exit_acks: 0,
             borrowed_sends: Vec::new(),
             owned_sends: VecDeque::new(),
+            owned_bytes: 0,
         })
     }
 

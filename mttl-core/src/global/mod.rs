@@ -134,7 +134,7 @@ pub use self::atomic::AtomicInt;
 pub use self::error::{GlobalError, GlobalErrorKind};
 pub use self::guard::{BorrowError, GlobalRef, GlobalRefMut};
 pub use self::handle::{GlobalArray, GlobalObject};
-pub use self::ptr::{GlobalPtr, MAX_OWNED_SENDS};
+pub use self::ptr::{GlobalPtr, MAX_OWNED_BYTES, MAX_OWNED_SENDS};
 
 pub(crate) use self::owner::{dispatch, receive_write_in_place, InPlace};
 
@@ -321,7 +321,7 @@ pub fn try_fence() -> Result<(), GlobalError> {
     }
     // The owners have applied every write; their sends are over too, or
     // about to be (the comm layer may not have seen the last one end).
-    ptr::reap_owned_sends(0);
+    ptr::reap_owned_sends(0, 0);
     first
 }
 

@@ -254,10 +254,17 @@ fn wait_for_send(node: Rank, handle: SendHandle) {
 /// layer, since a few already keep the owner busy.
 pub const MAX_OWNED_SENDS: usize = 64;
 
-/// Waits until at most `keep` [`nwrite_owned`](GlobalPtr::nwrite_owned)
-/// sends are in flight, dropping the bodies of those that are over; a
-/// thread yields meanwhile.
-pub(crate) fn reap_owned_sends(keep: usize) {
+/// How many bytes of [`nwrite_owned`](GlobalPtr::nwrite_owned) bodies may
+/// be in flight from one rank (but one body always may): bodies handed
+/// over as `Vec`s are held until sent, so a loop writing fresh ones holds
+/// at most this much more memory.
+pub const MAX_OWNED_BYTES: usize = 64 << 20;
+
+/// Waits until at most `max_sends` [`nwrite_owned`](GlobalPtr::nwrite_owned)
+/// sends, and `max_bytes` of their bodies (or a single send), are in
+/// flight, dropping the bodies of those that are over; a thread yields
+/// meanwhile.
+pub(crate) fn reap_owned_sends(max_sends: usize, max_bytes: usize) {
     // A thread leaves what arrives meanwhile to the loop, which runs at
     // every yield (as in `wait_for_send`).
     let yields = thread::in_thread();
@@ -273,13 +280,16 @@ pub(crate) fn reap_owned_sends(keep: usize) {
                 };
                 match over {
                     Ok(true) => {
-                        rt.owned_sends.pop_front();
+                        if let Some(send) = rt.owned_sends.pop_front() {
+                            rt.owned_bytes -= send.len;
+                        }
                     }
                     Ok(false) => break,
                     Err(e) => rt.fail(&format!("sending a write to rank {node}: {e}"), 1),
                 }
             }
-            rt.owned_sends.len() <= keep
+            let sends = rt.owned_sends.len();
+            sends <= max_sends && (rt.owned_bytes <= max_bytes || sends <= 1)
         });
         if done {
             return;
@@ -584,12 +594,14 @@ impl<T: Pod> GlobalPtr<T> {
     /// body has left, so that the caller may reuse it; this one returns at
     /// once, so a loop of large writes keeps several in flight and the
     /// owner copies one while the next is on its way (the MPI backend, with
-    /// bodies above 2 KiB; on TCP, and for smaller bodies, it is
+    /// bodies above its [`combine_len`](mttl_comm::Comm::combine_len), 2
+    /// KiB on Open MPI; on TCP, and for smaller bodies, it is
     /// `nwrite_slice`). To write one buffer again and again, or parts of
     /// it, share it: `Arc<[T]>`, or a type whose `AsRef` gives the part;
     /// after the fence, `Arc::get_mut` finds it unshared again. At most
-    /// [`MAX_OWNED_SENDS`] writes are in flight: the next one first waits,
-    /// yielding, for the oldest.
+    /// [`MAX_OWNED_SENDS`] writes, and [`MAX_OWNED_BYTES`] of bodies (or
+    /// one body), are in flight: the next one first waits, yielding, for
+    /// the oldest.
     ///
     /// # Panics
     ///
@@ -639,11 +651,16 @@ impl<T: Pod> GlobalPtr<T> {
                     rt.fail(&format!("sending a write to rank {}: {e}", at.node), 1)
                 });
                 let _body = if i + 1 == pieces { body.take() } else { None };
-                rt.owned_sends.push_back(OwnedSend { handle, _body });
+                rt.owned_bytes += n;
+                rt.owned_sends.push_back(OwnedSend {
+                    handle,
+                    len: n,
+                    _body,
+                });
             });
             offset = offset.wrapping_add(n as u64);
         }
-        reap_owned_sends(MAX_OWNED_SENDS);
+        reap_owned_sends(MAX_OWNED_SENDS, MAX_OWNED_BYTES);
         Ok(())
     }
 
