@@ -150,13 +150,23 @@ pub fn backend_name() -> &'static str {
 /// blocking should call `flush` first, so the peers are not kept waiting
 /// for all but the first message until the computation ends:
 ///
-/// ```ignore
-/// // (`work` is a `#[mttl::remote]` function)
-/// let a = mttl::ainvoke(1, work, (0,));
-/// let b = mttl::ainvoke(1, work, (1,)); // batched behind `a`
-/// mttl::flush(); // `b` leaves now, not after `compute_my_part`
-/// compute_my_part();
-/// let (a, b) = (a.wait(), b.wait());
+/// ```
+/// use mttl_core::GlobalArray;
+///
+/// let code = mttl_core::start(|| {
+///     let halo = GlobalArray::<f64>::new(4);
+///     // In a job of several nodes, a pointer into the next node's array.
+///     let next = halo.ptr(0);
+///     for (i, v) in [1.0, 2.0, 3.0, 4.0].into_iter().enumerate() {
+///         next.add(i).nwrite(v); // to another node: batched after the first
+///     }
+///     mttl_core::flush(); // they leave now, not after the computation
+///     let work: f64 = (1..=1000).map(f64::from).sum();
+///     mttl_core::fence();
+///     assert_eq!(halo.to_vec(), vec![1.0, 2.0, 3.0, 4.0]);
+///     assert_eq!(work, 500_500.0);
+/// });
+/// assert_eq!(code, 0);
 /// ```
 pub fn flush() {
     with_rt(|rt| {
