@@ -1,23 +1,26 @@
 //! `recv_from_into`: a large message received straight into the caller's
-//! memory, with no copy.
+//! memory, with no copy, and a small one copied there straight from the
+//! pre-posted receive's buffer.
 //!
 //! # Algorithm
 //!
-//! 1. Wait as `recv_from` does (`progress.rs`), with one difference: a
-//!    marker from the source, fresh out of MPI while nothing older from the
-//!    source waits in the inbox, is *claimed* instead of filed if its
-//!    payload fits the buffer and `accept` takes its envelope. Nothing is
-//!    posted for its payload yet. So is the payload of a headed marker
-//!    whose head the previous call handed out (`progress.rs`): it is the
-//!    next message from its source.
+//! 1. Wait as `recv_from` does (`progress.rs`), with one difference for
+//!    what comes fresh out of MPI from the source while nothing older from
+//!    it waits in the inbox, if it fits the buffer and `accept` takes its
+//!    envelope (a [`Placement`] *takes* it): a whole message is copied from
+//!    the posted buffer into the caller's and returned (no `Vec` is
+//!    allocated for it, nor freed); a marker is *claimed* instead of filed.
+//!    Nothing is posted for its payload yet. So is the payload of a headed
+//!    marker whose head the previous call handed out (`progress.rs`): it is
+//!    the next message from its source.
 //! 2. A claimed payload is received by an `MPI_Irecv` on the large channel,
 //!    from the source and under its tag, into the caller's buffer, then
 //!    tested until complete: spinning for `MTTL_SPIN_US` plus the time the
 //!    transfer should take, then parking, and draining other arrivals into
 //!    the inbox at every poll once parked.
-//! 3. Anything else takes the ordinary path: a small message, a marker whose
-//!    payload receive is already posted into a `Vec` (filed while this rank
-//!    waited or probed), or one that does not fit or is refused. Such a
+//! 3. Anything else takes the ordinary path: a message or marker filed into
+//!    the inbox while this rank waited or probed (a marker's payload then
+//!    arrives into a `Vec`), or one that does not fit or is refused. Such a
 //!    message is copied into the buffer if it fits and `accept` takes it
 //!    (what the trait's provided version does), else handed over as
 //!    [`Received::Owned`].
@@ -67,6 +70,7 @@ use std::time::Duration;
 
 use mpi::ffi;
 
+use super::posted::Placement;
 use super::progress::Next;
 use super::raw::{Channel, MpiCode, Request, World};
 use super::wait::{self, Backoff};
@@ -162,8 +166,11 @@ impl MpiComm {
         buf: &mut [u8],
         accept: &dyn Fn(&Envelope) -> bool,
     ) -> Result<Option<Received>, CommError> {
-        let room = buf.len();
-        let claim = |envelope: &Envelope| envelope.len <= room && accept(envelope);
+        let mut placement = Placement {
+            source,
+            buf,
+            accept,
+        };
         if let Some(announced) = self.announced {
             // The payload of the head this backend just handed out.
             let envelope = Envelope {
@@ -171,20 +178,23 @@ impl MpiComm {
                 tag: announced.tag,
                 len: announced.len,
             };
-            if announced.source == source && claim(&envelope) {
+            if placement.takes(&envelope) {
                 self.announced = None;
-                self.receive_payload(op, envelope, &mut buf[..envelope.len])?;
+                self.receive_payload(op, envelope, &mut placement.buf[..envelope.len])?;
                 return Ok(Some(Received::Placed(envelope)));
             }
             self.settle(op)?;
         }
-        match self.wait_next(op, Some(source), timeout, Some(&claim))? {
+        match self.wait_next(op, Some(source), timeout, Some(&mut placement))? {
             None => Ok(None),
+            Some(Next::Placed(envelope)) => Ok(Some(Received::Placed(envelope))),
             // Step 3: as the trait's provided version does.
-            Some(Next::Message(message)) => Ok(Some(Received::place_or_own(message, buf, accept))),
+            Some(Next::Message(message)) => {
+                Ok(Some(Received::place_or_own(message, placement.buf, accept)))
+            }
             Some(Next::Claimed { tag, len }) => {
                 let envelope = Envelope { source, tag, len };
-                self.receive_payload(op, envelope, &mut buf[..len])?;
+                self.receive_payload(op, envelope, &mut placement.buf[..len])?;
                 Ok(Some(Received::Placed(envelope)))
             }
         }

@@ -42,7 +42,7 @@
 //! | `send_done` | `MPI_Test` (and one drain while in flight)                             |
 //! | `recv_from` | inbox, else `MPI_Test` loop on the posted receive                      |
 //! | `recv_any`  | inbox, else `MPI_Test` loop on the posted receive                      |
-//! | `recv_from_into` | as `recv_from`; a large message next from the source is `MPI_Irecv`'d into the caller's buffer (`in_place.rs`) |
+//! | `recv_from_into` | as `recv_from`; the next message from the source is copied from the posted buffer into the caller's, or if large `MPI_Irecv`'d into it (`in_place.rs`) |
 //! | `send_bulk`, `nsend_bulk` | as `send`, `nsend`, but announced by a marker above [`BULK_MIN`] bytes, so that `recv_from_into` takes them in place |
 //! | `nsend_borrowed` | as `nsend_bulk`, `MPI_Isend` straight from the caller's memory |
 //! | `send_headed_bulk`, `nsend_headed_borrowed` | above [`BULK_MIN`] bytes, one *headed* marker carrying the small head message, then the payload as `send_bulk` / `nsend_borrowed` send it; otherwise a `send` of the head first |
@@ -81,10 +81,12 @@
 //! 3. A message of at most 4 KiB is copied out of the posted buffer into a
 //!    `Vec` of its size; a larger one keeps the buffer (shrunk to fit) and a
 //!    new one is posted next time.
-//! 4. `recv_from_into` only: a marker that is the next message from the
-//!    source, whose payload fits the caller's buffer and is accepted, is not
-//!    filed; its payload is received straight into that buffer and waited
-//!    for, however long the timeout (`in_place.rs` explains why).
+//! 4. `recv_from_into` only: the next message from the source, if it fits
+//!    the caller's buffer and is accepted, lands there: a whole one is
+//!    copied out of the posted buffer at once (instead of step 3); for a
+//!    marker, nothing is filed, and its payload is received straight into
+//!    that buffer and waited for, however long the timeout (`in_place.rs`
+//!    explains why).
 //!
 //! ## `finish`, step by step
 //!

@@ -33,7 +33,7 @@ use mpi::ffi;
 
 use super::raw::{Channel, MpiCode, Received, Request, World};
 use super::SMALL_MAX;
-use crate::comm::{Message, Rank, Tag};
+use crate::comm::{Envelope, Message, Rank, Tag};
 
 /// Messages up to this size are copied out of the posted buffer into a
 /// `Vec` of their own, and the buffer is posted again; larger ones keep the
@@ -48,11 +48,36 @@ pub(super) const MARKER_LEN: usize = 8;
 /// length, then the message's tag (little-endian `u32`).
 pub(super) const HEADED_LEN: usize = MARKER_LEN + 4;
 
+/// Where `recv_from_into` wants its message: a whole message that
+/// [`takes`](Placement::takes) is copied from the posted buffer straight
+/// into `buf`, instead of into a `Vec` of its own that the caller would copy
+/// again (and free).
+pub(super) struct Placement<'a> {
+    /// The only sender whose messages may land in `buf`.
+    pub(super) source: Rank,
+    /// The caller's memory.
+    pub(super) buf: &'a mut [u8],
+    /// The caller's choice among the messages that fit.
+    pub(super) accept: &'a dyn Fn(&Envelope) -> bool,
+}
+
+impl Placement<'_> {
+    /// Whether the message (or announced payload) `envelope` describes
+    /// goes into the caller's buffer.
+    #[inline]
+    pub(super) fn takes(&self, envelope: &Envelope) -> bool {
+        envelope.source == self.source && envelope.len <= self.buf.len() && (self.accept)(envelope)
+    }
+}
+
 /// What the pre-posted receive got.
 #[derive(Debug)]
 pub(super) enum Arrival {
     /// A whole message.
     Message(Message),
+    /// A whole message copied into the buffer of the [`Placement`] the poll
+    /// was given.
+    Placed(Envelope),
     /// A marker: a message of `len` bytes from `source` with `tag` follows
     /// on the large channel.
     Marker {
@@ -98,9 +123,14 @@ impl Posted {
     }
 
     /// Posts the receive if needed and tests it once: the message or marker
-    /// that arrived, if any.
+    /// that arrived, if any. A whole message that `placement` takes is
+    /// copied into its buffer ([`Arrival::Placed`]).
     #[inline]
-    pub(super) fn poll(&mut self, world: &World) -> Result<Option<Arrival>, MpiCode> {
+    pub(super) fn poll(
+        &mut self,
+        world: &World,
+        placement: Option<&mut Placement<'_>>,
+    ) -> Result<Option<Arrival>, MpiCode> {
         let request = match &mut self.request {
             Some(request) => request,
             slot @ None => {
@@ -131,7 +161,7 @@ impl Posted {
             return Ok(None);
         };
         self.request = None;
-        self.take(received).map(Some)
+        self.take(received, placement).map(Some)
     }
 
     /// Cancels the posted receive, for `finish`: what it had received
@@ -141,14 +171,19 @@ impl Posted {
             return Ok(None);
         };
         match world.cancel(request)? {
-            Some(received) => self.take(received).map(Some),
+            Some(received) => self.take(received, None).map(Some),
             None => Ok(None),
         }
     }
 
-    /// Reads what the completed receive put in the buffer.
+    /// Reads what the completed receive put in the buffer, placing a whole
+    /// message that `placement` takes.
     #[inline]
-    fn take(&mut self, received: Received) -> Result<Arrival, MpiCode> {
+    fn take(
+        &mut self,
+        received: Received,
+        placement: Option<&mut Placement<'_>>,
+    ) -> Result<Arrival, MpiCode> {
         // MPI reports non-negative ranks, tags and counts, and never writes
         // more than the buffer's capacity.
         let len = (received.len as usize).min(SMALL_MAX);
@@ -178,6 +213,17 @@ impl Posted {
             };
             return Ok(Arrival::Headed { head, tag, len });
         }
+        let envelope = Envelope {
+            source,
+            tag: received.tag as Tag,
+            len,
+        };
+        if let Some(placement) = placement.filter(|placement| placement.takes(&envelope)) {
+            // SAFETY: as above, MPI initialised the first `len` bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(self.buf.as_ptr(), len) };
+            placement.buf[..len].copy_from_slice(bytes);
+            return Ok(Arrival::Placed(envelope));
+        }
         let data = if len <= COPY_MAX {
             // SAFETY: as above, MPI initialised the first `len` bytes.
             unsafe { std::slice::from_raw_parts(self.buf.as_ptr(), len) }.to_vec()
@@ -193,7 +239,7 @@ impl Posted {
         };
         Ok(Arrival::Message(Message {
             source,
-            tag: received.tag as Tag,
+            tag: envelope.tag,
             data,
         }))
     }

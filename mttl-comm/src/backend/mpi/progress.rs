@@ -27,7 +27,7 @@ use std::ffi::c_int;
 use std::time::Duration;
 
 use super::inbox::Incoming;
-use super::posted::{Arrival, HEADED_LEN, MARKER_LEN};
+use super::posted::{Arrival, Placement, HEADED_LEN, MARKER_LEN};
 use super::raw::{Channel, MpiCode, Request};
 use super::wait::{self, Backoff};
 use super::{MpiComm, SMALL_MAX};
@@ -68,8 +68,10 @@ pub(super) struct Announced {
 pub(super) enum Next {
     /// A whole message.
     Message(Message),
-    /// The marker of the next message from the awaited source, taken by the
-    /// wait's `claim`: a payload of `len` bytes under `tag` follows on the
+    /// A whole message copied into the buffer of the wait's placement.
+    Placed(Envelope),
+    /// The marker of the next message from the awaited source, which the
+    /// wait's placement takes: a payload of `len` bytes under `tag` follows on the
     /// large channel, and no receive is posted for it yet.
     Claimed {
         /// The sender's tag.
@@ -83,9 +85,20 @@ impl MpiComm {
     /// Polls the pre-posted receive once (posting it first if needed).
     #[inline]
     pub(super) fn poll_posted(&mut self, op: Op) -> Result<Option<Arrival>, CommError> {
+        self.poll_posted_placing(op, None)
+    }
+
+    /// [`poll_posted`](MpiComm::poll_posted), placing a whole message that
+    /// `placement` takes.
+    #[inline]
+    fn poll_posted_placing(
+        &mut self,
+        op: Op,
+        placement: Option<&mut Placement<'_>>,
+    ) -> Result<Option<Arrival>, CommError> {
         let world = self.world;
         self.posted
-            .poll(&world)
+            .poll(&world, placement)
             .map_err(|code| self.mpi_error(op, code))
     }
 
@@ -94,6 +107,7 @@ impl MpiComm {
     pub(super) fn file(&mut self, op: Op, arrival: Arrival) -> Result<(), CommError> {
         match arrival {
             Arrival::Message(message) => self.inbox.push(message),
+            Arrival::Placed(_) => unreachable!("a message is placed only by the wait it is for"),
             Arrival::Marker { source, tag, len } => self.file_payload(op, source, tag, len)?,
             Arrival::Headed { head, tag, len } => {
                 let source = head.source;
@@ -169,25 +183,30 @@ impl MpiComm {
         match self.wait_next(op, source, timeout, None)? {
             None => Ok(None),
             Some(Next::Message(message)) => Ok(Some(message)),
-            Some(Next::Claimed { .. }) => unreachable!("no marker is claimed without `claim`"),
+            Some(Next::Placed(_) | Next::Claimed { .. }) => {
+                unreachable!("nothing is placed or claimed without a placement")
+            }
         }
     }
 
-    /// [`wait_message`](MpiComm::wait_message), except that a marker from
-    /// `source` fresh out of MPI, with nothing older from `source` in the
-    /// inbox (so it is the next message from `source`), whose envelope
-    /// `claim` takes, is returned as [`Next::Claimed`] without posting the
-    /// receive of its payload: the caller must receive that payload (see
-    /// `in_place.rs`). Every other marker is filed as usual.
+    /// [`wait_message`](MpiComm::wait_message), except that what comes
+    /// fresh out of MPI from `placement`'s source, with nothing older from
+    /// it in the inbox (so it is the next message from that source), goes
+    /// where the placement says if it [`takes`](Placement::takes) it: a
+    /// whole message is copied into its buffer ([`Next::Placed`]); a marker
+    /// is returned as [`Next::Claimed`] without posting the receive of its
+    /// payload, which the caller must receive (see `in_place.rs`). Every
+    /// other marker is filed as usual.
     pub(super) fn wait_next(
         &mut self,
         op: Op,
         source: Option<Rank>,
         timeout: Option<Duration>,
-        claim: Option<&dyn Fn(&Envelope) -> bool>,
+        placement: Option<&mut Placement<'_>>,
     ) -> Result<Option<Next>, CommError> {
+        debug_assert!(placement.as_ref().is_none_or(|p| source == Some(p.source)));
         let mut backoff = Backoff::new(self.spin, timeout).with_learned(self.learned_spin);
-        let next = self.wait_next_paced(op, source, claim, &mut backoff);
+        let next = self.wait_next_paced(op, source, placement, &mut backoff);
         if next.is_ok() {
             self.learned_spin.learn(self.spin, backoff.waited());
         }
@@ -199,7 +218,7 @@ impl MpiComm {
         &mut self,
         op: Op,
         source: Option<Rank>,
-        claim: Option<&dyn Fn(&Envelope) -> bool>,
+        mut placement: Option<&mut Placement<'_>>,
         backoff: &mut Backoff,
     ) -> Result<Option<Next>, CommError> {
         let world = self.world;
@@ -214,7 +233,8 @@ impl MpiComm {
                 }
                 self.poll_posted(op)?
             } else {
-                match self.poll_posted(op)? {
+                match self.poll_posted_placing(op, placement.as_deref_mut())? {
+                    Some(Arrival::Placed(envelope)) => return Ok(Some(Next::Placed(envelope))),
                     Some(Arrival::Message(message))
                         if source.is_none_or(|s| s == message.source) =>
                     {
@@ -224,14 +244,13 @@ impl MpiComm {
                         source: from,
                         tag,
                         len,
-                    }) if source == Some(from)
-                        && claim.is_some_and(|claim| {
-                            claim(&Envelope {
-                                source: from,
-                                tag,
-                                len,
-                            })
-                        }) =>
+                    }) if placement.as_deref().is_some_and(|placement| {
+                        placement.takes(&Envelope {
+                            source: from,
+                            tag,
+                            len,
+                        })
+                    }) =>
                     {
                         return Ok(Some(Next::Claimed { tag, len }));
                     }
