@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::mem::ManuallyDrop;
 
+use super::posted::LINE;
 use super::raw::{Channel, MpiCode, Request, World};
 use crate::comm::{Envelope, Message, Rank, Tag};
 
@@ -35,15 +36,17 @@ pub(super) struct Incoming {
 
 impl Incoming {
     /// Posts the receive of the payload a marker from `source` announced:
-    /// `len` bytes (at most `i32::MAX`) under `tag` on the large channel.
+    /// `len` bytes (at most `i32::MAX`) under `tag` on the large channel,
+    /// which start `offset` bytes into a cache line at the sender.
     pub(super) fn start(
         world: &World,
         source: Rank,
         tag: Tag,
         len: usize,
+        offset: usize,
     ) -> Result<Incoming, MpiCode> {
         let count = c_int::try_from(len).map_err(|_| MpiCode::other())?;
-        let mut buf = ManuallyDrop::new(Vec::<u8>::with_capacity(len));
+        let mut buf = ManuallyDrop::new(vec_at_line_offset(len, offset));
         // SAFETY: `buf` has room for `len` bytes and moves into the returned
         // `Incoming` (moving a `Vec` does not move its heap buffer), which
         // leaves it alone until `MPI_Test` reports the receive complete
@@ -90,6 +93,43 @@ impl Incoming {
             data,
         }))
     }
+}
+
+/// How many fresh blocks [`vec_at_line_offset`] looks at, at most.
+const OFFSET_TRIES: usize = 4;
+
+/// An empty vector with room for `len` bytes whose buffer starts `offset`
+/// bytes into a cache line (of [`LINE`] bytes) if the allocator hands out
+/// such a block within [`OFFSET_TRIES`] tries, else the first block it
+/// gave.
+///
+/// A payload is copied fastest into a buffer that starts where its source
+/// does within a cache line: otherwise every line written takes parts of
+/// two lines read. Measured here with `process_vm_readv` (how Open MPI's
+/// shared memory moves large messages), 1 MiB took 54 µs at equal offsets
+/// and 59-65 µs at different ones; a 1 MiB round trip through the backend
+/// was 8% slower than raw MPI with offsets that differed. A `Vec<u8>`
+/// cannot ask for an alignment (it is freed as allocated with alignment
+/// 1), so the buffer is picked among fresh blocks instead: glibc cuts
+/// blocks of one size one after another, each 16 bytes further into a line
+/// for sizes such as a power of two, so a few tries find the offset if
+/// glibc can give it at all. The blocks not taken are freed at once (never
+/// touched, they cost no page faults).
+fn vec_at_line_offset(len: usize, offset: usize) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(len);
+    if buf.as_ptr() as usize % LINE == offset {
+        return buf;
+    }
+    let mut tried: [Vec<u8>; OFFSET_TRIES - 1] = Default::default();
+    for slot in &mut tried {
+        let next = Vec::with_capacity(len);
+        if next.as_ptr() as usize % LINE == offset {
+            *slot = std::mem::replace(&mut buf, next);
+            return buf;
+        }
+        *slot = next;
+    }
+    buf
 }
 
 /// One message waiting in the inbox.
@@ -214,6 +254,27 @@ impl Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With glibc's `malloc` set up as the backends set it up, a payload
+    /// buffer can start at any 16-byte offset into a cache line.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn payload_buffers_start_where_their_senders_did() {
+        crate::backend::malloc::keep_freed_memory();
+        for len in [(64 << 10) + 1, 1 << 20, 3_000_000] {
+            for offset in (0..LINE).step_by(16) {
+                let buf = vec_at_line_offset(len, offset);
+                assert!(buf.capacity() >= len);
+                assert_eq!(
+                    buf.as_ptr() as usize % LINE,
+                    offset,
+                    "a buffer of {len} bytes"
+                );
+            }
+        }
+        // An offset no block can have: the first block, whatever it is.
+        assert!(vec_at_line_offset(1 << 20, 5).capacity() >= 1 << 20);
+    }
 
     fn message(source: Rank, tag: u32) -> Message {
         Message {

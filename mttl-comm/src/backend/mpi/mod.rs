@@ -10,8 +10,9 @@
 //!   [`SMALL_MAX`] bytes whole ([`BULK_MIN`] for `send_bulk` and
 //!   `nsend_bulk`, whose messages `recv_from_into` can then take in place),
 //!   and, for each larger one,
-//!   a **marker**: its length, under its tag plus the marker bit (`max_tag +
-//!   1`, so 32768 on any MPI whose `MPI_TAG_UB` allows);
+//!   a **marker**: its length and where it starts within a cache line,
+//!   under its tag plus the marker bit (`max_tag + 1`, so 32768 on any MPI
+//!   whose `MPI_TAG_UB` allows);
 //! - the **large channel** carries the payloads the markers announce.
 //!
 //! This rank always has one `MPI_Irecv(ANY_SOURCE, ANY_TAG)` posted on the
@@ -409,7 +410,7 @@ impl MpiComm {
                 .map_err(|code| self.mpi_error(op, code))?;
         }
         let channel = self
-            .announce(mpi_dest, mpi_tag, len, lead)
+            .announce(mpi_dest, mpi_tag, payload.as_ptr(), len, lead)
             .map_err(|code| self.mpi_error(op, code))?;
         // SAFETY: passed on from the caller.
         let seq = unsafe {

@@ -11,10 +11,12 @@
 //!
 //! A posted receive must be large enough for whatever matches it, so only
 //! messages of at most [`SMALL_MAX`] bytes travel whole on the small channel.
-//! A larger message is announced there by a *marker* (an 8-byte length under
-//! the message's tag plus the marker bit), and its payload follows on the
-//! large channel; the receiver posts an `MPI_Irecv` for the payload as soon
-//! as it sees the marker (see `inbox.rs`). Markers and small messages from
+//! A larger message is announced there by a *marker* (an 8-byte
+//! [`marker_word`] under the message's tag plus the marker bit), and its
+//! payload follows on the large channel; the receiver posts an `MPI_Irecv`
+//! for the payload as soon as it sees the marker, into a buffer that
+//! starts where the payload did at its sender within a cache line (see
+//! `inbox.rs`). Markers and small messages from
 //! one sender share one channel, so they keep their order; payloads from one
 //! sender are received in marker order, so each lands under its own marker.
 //!
@@ -41,8 +43,38 @@ use crate::comm::{Envelope, Message, Rank, Tag};
 /// posted again.
 const COPY_MAX: usize = 4 << 10;
 
-/// The length of a marker: the payload's length, little-endian.
+/// The length of a marker: its [`marker_word`].
 pub(super) const MARKER_LEN: usize = 8;
+
+/// The cache-line size the payload offsets in markers are taken modulo:
+/// 64 bytes, as on every x86-64 CPU and most Arm ones.
+pub(super) const LINE: usize = 64;
+
+/// Bits of a marker word that carry the payload's length.
+const LEN_BITS: u32 = 56;
+
+/// The first word of a marker, little-endian: the payload's length, and
+/// in the top byte where `data` (the payload) starts within its cache line
+/// (its address modulo [`LINE`]), so that the receiver can give the payload
+/// a buffer at the same offset (see `inbox.rs`).
+pub(super) fn marker_word(len: usize, data: *const u8) -> [u8; MARKER_LEN] {
+    // MPI counts are `int`, so a payload's length fits its bits.
+    debug_assert!((len as u64) < 1 << LEN_BITS);
+    let offset = (data as usize % LINE) as u64;
+    (len as u64 | offset << LEN_BITS).to_le_bytes()
+}
+
+/// Reads a [`marker_word`]: the payload's length and offset.
+fn read_marker_word(word: [u8; MARKER_LEN]) -> Result<(usize, usize), MpiCode> {
+    let word = u64::from_le_bytes(word);
+    let offset = (word >> LEN_BITS) as usize;
+    if offset >= LINE {
+        return Err(MpiCode::other());
+    }
+    let len = usize::try_from(word & ((1 << LEN_BITS) - 1))
+        .map_err(|_| MpiCode(ffi::MPI_ERR_COUNT as c_int))?;
+    Ok((len, offset))
+}
 
 /// The length of a headed marker before its message's bytes: the payload's
 /// length, then the message's tag (little-endian `u32`).
@@ -87,6 +119,8 @@ pub(super) enum Arrival {
         tag: Tag,
         /// The payload's length in bytes.
         len: usize,
+        /// Where the payload starts within a cache line at the sender.
+        offset: usize,
     },
     /// A headed marker: `head`, a whole message, and then, as for
     /// [`Marker`](Arrival::Marker), a payload of `len` bytes under `tag`
@@ -98,6 +132,8 @@ pub(super) enum Arrival {
         tag: Tag,
         /// The payload's length in bytes.
         len: usize,
+        /// Where the payload starts within a cache line at the sender.
+        offset: usize,
     },
 }
 
@@ -193,13 +229,17 @@ impl Posted {
             // SAFETY: the receive completed, so MPI initialised the first
             // `len` bytes of the buffer.
             let bytes = unsafe { std::slice::from_raw_parts(self.buf.as_ptr(), len) };
-            let (payload_len, rest) = bytes
+            let (word, rest) = bytes
                 .split_first_chunk::<MARKER_LEN>()
                 .ok_or_else(MpiCode::other)?;
-            let len = usize::try_from(u64::from_le_bytes(*payload_len))
-                .map_err(|_| MpiCode(ffi::MPI_ERR_COUNT as c_int))?;
+            let (len, offset) = read_marker_word(*word)?;
             if rest.is_empty() {
-                return Ok(Arrival::Marker { source, tag, len });
+                return Ok(Arrival::Marker {
+                    source,
+                    tag,
+                    len,
+                    offset,
+                });
             }
             let (head_tag, head) = rest.split_first_chunk::<4>().ok_or_else(MpiCode::other)?;
             let head_tag = u32::from_le_bytes(*head_tag);
@@ -211,7 +251,12 @@ impl Posted {
                 tag: head_tag,
                 data: head.to_vec(),
             };
-            return Ok(Arrival::Headed { head, tag, len });
+            return Ok(Arrival::Headed {
+                head,
+                tag,
+                len,
+                offset,
+            });
         }
         let envelope = Envelope {
             source,
@@ -253,5 +298,26 @@ impl Drop for Posted {
             unsafe { ManuallyDrop::drop(&mut self.buf) };
         }
         // Otherwise MPI may still write into it: leak it.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marker_words_carry_length_and_offset() {
+        let buf = vec![0u8; 200];
+        for at in [0, 1, 17, 63, 64, 130] {
+            let data = buf[at..].as_ptr();
+            let (len, offset) = read_marker_word(marker_word(5_000_000, data)).unwrap();
+            assert_eq!((len, offset), (5_000_000, data as usize % LINE));
+        }
+        let (len, _) = read_marker_word(marker_word(i32::MAX as usize, buf.as_ptr())).unwrap();
+        assert_eq!(len, i32::MAX as usize);
+        assert!(
+            read_marker_word((1u64 << 63 | 10).to_le_bytes()).is_err(),
+            "an offset past a cache line is refused"
+        );
     }
 }

@@ -27,7 +27,7 @@ use std::ffi::c_int;
 use std::time::Duration;
 
 use super::inbox::Incoming;
-use super::posted::{Arrival, Placement, HEADED_LEN, MARKER_LEN};
+use super::posted::{marker_word, Arrival, Placement, HEADED_LEN, MARKER_LEN};
 use super::raw::{Channel, MpiCode, Request};
 use super::wait::{self, Backoff};
 use super::{MpiComm, SMALL_MAX};
@@ -61,6 +61,8 @@ pub(super) struct Announced {
     pub(super) source: Rank,
     pub(super) tag: Tag,
     pub(super) len: usize,
+    /// Where the payload starts within a cache line at its sender.
+    pub(super) offset: usize,
 }
 
 /// What [`MpiComm::wait_next`] found.
@@ -108,25 +110,37 @@ impl MpiComm {
         match arrival {
             Arrival::Message(message) => self.inbox.push(message),
             Arrival::Placed(_) => unreachable!("a message is placed only by the wait it is for"),
-            Arrival::Marker { source, tag, len } => self.file_payload(op, source, tag, len)?,
-            Arrival::Headed { head, tag, len } => {
+            Arrival::Marker {
+                source,
+                tag,
+                len,
+                offset,
+            } => self.file_payload(op, source, tag, len, offset)?,
+            Arrival::Headed {
+                head,
+                tag,
+                len,
+                offset,
+            } => {
                 let source = head.source;
                 self.inbox.push(head);
-                self.file_payload(op, source, tag, len)?;
+                self.file_payload(op, source, tag, len, offset)?;
             }
         }
         Ok(())
     }
 
-    /// Posts the receive of a payload a marker announced and files it.
+    /// Posts the receive of a payload a marker announced (starting
+    /// `offset` bytes into a cache line at its sender) and files it.
     fn file_payload(
         &mut self,
         op: Op,
         source: Rank,
         tag: Tag,
         len: usize,
+        offset: usize,
     ) -> Result<(), CommError> {
-        let incoming = Incoming::start(&self.world, source, tag, len)
+        let incoming = Incoming::start(&self.world, source, tag, len, offset)
             .map_err(|code| self.mpi_error(op, code))?;
         self.inbox.push_arriving(incoming);
         Ok(())
@@ -143,7 +157,12 @@ impl MpiComm {
     pub(super) fn settle(&mut self, op: Op) -> Result<(), CommError> {
         match self.announced.take() {
             None => Ok(()),
-            Some(Announced { source, tag, len }) => self.file_payload(op, source, tag, len),
+            Some(Announced {
+                source,
+                tag,
+                len,
+                offset,
+            }) => self.file_payload(op, source, tag, len, offset),
         }
     }
 
@@ -244,6 +263,7 @@ impl MpiComm {
                         source: from,
                         tag,
                         len,
+                        ..
                     }) if placement.as_deref().is_some_and(|placement| {
                         placement.takes(&Envelope {
                             source: from,
@@ -254,15 +274,19 @@ impl MpiComm {
                     {
                         return Ok(Some(Next::Claimed { tag, len }));
                     }
-                    Some(Arrival::Headed { head, tag, len })
-                        if source.is_none_or(|s| s == head.source) =>
-                    {
+                    Some(Arrival::Headed {
+                        head,
+                        tag,
+                        len,
+                        offset,
+                    }) if source.is_none_or(|s| s == head.source) => {
                         // Its payload's receive is posted by the caller's
                         // next call, unless that call places it.
                         self.announced = Some(Announced {
                             source: head.source,
                             tag,
                             len,
+                            offset,
                         });
                         return Ok(Some(Next::Message(head)));
                     }
@@ -300,7 +324,7 @@ impl MpiComm {
         lead: Lead<'_>,
     ) -> Result<(), CommError> {
         let channel = self
-            .announce(dest, tag, data.len(), lead)
+            .announce(dest, tag, data.as_ptr(), data.len(), lead)
             .map_err(|code| self.mpi_error(op, code))?;
         // SAFETY: `data` is borrowed for this whole function, and the
         // function returns only once the send is over: `MPI_Test` reported it
@@ -340,14 +364,15 @@ impl MpiComm {
         }
     }
 
-    /// Sends what `lead` says goes ahead of a message of `len` bytes: a
-    /// marker if it is larger than the limit, or a headed marker; returns
-    /// the channel its payload goes on.
+    /// Sends what `lead` says goes ahead of a message of `len` bytes at
+    /// `data`: a marker if it is larger than the limit, or a headed marker;
+    /// returns the channel its payload goes on.
     #[inline]
     pub(super) fn announce(
         &self,
         dest: c_int,
         tag: c_int,
+        data: *const u8,
         len: usize,
         lead: Lead<'_>,
     ) -> Result<Channel, MpiCode> {
@@ -358,13 +383,13 @@ impl MpiComm {
                 if len <= limit {
                     return Ok(Channel::Small);
                 }
-                let marker = (len as u64).to_le_bytes();
+                let marker = marker_word(len, data);
                 self.world.send(Channel::Small, dest, marker_tag, &marker)?;
             }
             Lead::Headed(head_tag, head) => {
                 debug_assert!(head.len() <= HEAD_MAX);
                 let mut marker = [0u8; HEADED_LEN + HEAD_MAX];
-                marker[..MARKER_LEN].copy_from_slice(&(len as u64).to_le_bytes());
+                marker[..MARKER_LEN].copy_from_slice(&marker_word(len, data));
                 // MPI tags are never negative.
                 marker[MARKER_LEN..HEADED_LEN].copy_from_slice(&(head_tag as u32).to_le_bytes());
                 let end = HEADED_LEN + head.len();

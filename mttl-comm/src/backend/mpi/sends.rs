@@ -29,6 +29,16 @@ pub(super) enum Payload {
     Borrowed(*const u8),
 }
 
+impl Payload {
+    /// Where the bytes start.
+    pub(super) fn as_ptr(&self) -> *const u8 {
+        match self {
+            Payload::Owned(buf) => buf.as_ptr(),
+            Payload::Borrowed(ptr) => *ptr,
+        }
+    }
+}
+
 /// One started `MPI_Isend` and the buffer it reads.
 struct InFlight {
     seq: u64,
