@@ -40,7 +40,7 @@
 //! | `probe`     | inbox, else `MPI_Test` of the posted receive                           |
 //! | `send`      | `MPI_Send` up to [`EAGER_MAX`] bytes, else (marker and) `MPI_Isend` + `MPI_Test` |
 //! | `nsend`     | (marker and) `MPI_Isend` owning the buffer                             |
-//! | `send_done` | `MPI_Test` (and one drain while in flight)                             |
+//! | `send_done` | `MPI_Test` (and, at every 16th call finding the send in flight, one drain) |
 //! | `recv_from` | inbox, else `MPI_Test` loop on the posted receive                      |
 //! | `recv_any`  | inbox, else `MPI_Test` loop on the posted receive                      |
 //! | `recv_from_into` | as `recv_from`; the next message from the source is copied from the posted buffer into the caller's, or if large `MPI_Irecv`'d into it (`in_place.rs`) |
@@ -64,9 +64,11 @@
 //!    matching receive, so two ranks sending to each other cannot deadlock.
 //! 3. Larger: over [`SMALL_MAX`], first the marker
 //!    (`MPI_Send`, eager). Then `MPI_Isend`, and until `MPI_Test` reports it
-//!    complete, drain or back off (`wait.rs`; the spin is stretched by the
-//!    time the copy should take). Two ranks sending large messages to each
-//!    other both drain, so both sends complete.
+//!    complete, back off (`wait.rs`; the spin is stretched by the time the
+//!    copy should take), draining at every 16th poll while spinning and at
+//!    every poll once parked (`progress.rs`, `DRAIN_EVERY`). Two ranks
+//!    sending large messages to each other both drain, so both sends
+//!    complete.
 //!
 //! ## Receive, step by step
 //!
@@ -140,7 +142,7 @@ use mpi::environment::{Threading, Universe};
 use self::inbox::Inbox;
 use self::launcher::LauncherVars;
 use self::posted::Posted;
-use self::progress::{Announced, Lead, HEAD_MAX};
+use self::progress::{Announced, Lead, DRAIN_EVERY, HEAD_MAX};
 use self::raw::{Channel, MpiCode, World, MIN_TAG_UB};
 use self::sends::{Payload, PendingSends, SendState};
 use self::wait::LearnedSpin;
@@ -242,6 +244,9 @@ pub struct MpiComm {
     spin: Duration,
     /// What recent waits taught about how long to spin on (`wait.rs`).
     learned_spin: LearnedSpin,
+    /// `send_done` calls that found their send in flight, for pacing
+    /// their drains ([`DRAIN_EVERY`]).
+    send_done_polls: u32,
     inbox: Inbox,
     posted: Posted,
     sends: PendingSends,
@@ -524,6 +529,7 @@ impl Comm for MpiComm {
             combine_len: combine_len_for(&library),
             spin,
             learned_spin: LearnedSpin::default(),
+            send_done_polls: 0,
             inbox: Inbox::default(),
             posted: Posted::new(max_tag + 1),
             sends: PendingSends::new(size),
@@ -688,8 +694,13 @@ impl Comm for MpiComm {
         let done = self.test_send(handle)?;
         if !done {
             // Progress in both directions: a peer may wait for this rank to
-            // take its large message before it takes ours.
-            self.drain_one(Op::SendDone(handle.dest))?;
+            // take its large message before it takes ours. Callers poll
+            // this in a loop, so every DRAIN_EVERY-th call is often enough
+            // (see `progress.rs`).
+            self.send_done_polls = self.send_done_polls.wrapping_add(1);
+            if self.send_done_polls % DRAIN_EVERY == 0 {
+                self.drain_one(Op::SendDone(handle.dest))?;
+            }
         }
         Ok(done)
     }
