@@ -307,7 +307,7 @@ mod tests {
 
     #[test]
     fn marker_words_carry_length_and_offset() {
-        let buf = vec![0u8; 200];
+        let buf = [0u8; 200];
         for at in [0, 1, 17, 63, 64, 130] {
             let data = buf[at..].as_ptr();
             let (len, offset) = read_marker_word(marker_word(5_000_000, data)).unwrap();
