@@ -37,8 +37,9 @@
 //!    to twice, and its figures count only if no undisturbed run of that
 //!    configuration exists.
 //! 5. After the last sweep it keeps, per configuration and size, the best
-//!    undisturbed run (`report.rs`), prints the tables, how it measured and
-//!    the targets check (with `--json`: one JSON document on stdout, the
+//!    undisturbed run (`report.rs`), and for mttl's backends against their
+//!    references the median of the sweeps' own ratios (`paired`), prints
+//!    the tables, how it measured and the targets check (with `--json`: one JSON document on stdout, the
 //!    tables on stderr), and removes the temporary directory.
 
 mod endpoint;

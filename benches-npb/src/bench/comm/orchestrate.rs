@@ -58,7 +58,7 @@ pub(super) fn orchestrate(args: &CommArgs, sizes: &[usize]) -> Result<(), BenchE
                 "--sizes".to_owned(),
                 size_list.clone(),
             ];
-            run_job(config, &program, worker_args, &out)
+            run_job(config, &program, worker_args, &out).map(|run| RunResult { sweep: rep, ..run })
         },
         |result, disturbed| result.disturbed = disturbed,
     )?;
@@ -88,6 +88,10 @@ fn method_lines(reps: u32, settle: f64, configs: &[Config]) -> Vec<String> {
              alternated (order rotated each sweep); every sweep is a fresh job, started after \
              waiting up to {settle} s for other processes to use less than {BUSY_WARNING} CPU."
         ),
+        "Ratios (tcp/ompi, mpi/raw) divide the two best figures; paired is the median over \
+         the sweeps of each sweep's ratio (the two jobs of a sweep ran one after the other), \
+         which one lucky job of either side moves less."
+            .to_owned(),
         format!(
             "Round trip: ping-pong of blocking send and receive, the echo sent back as received; \
              a sample times N round trips together, N calibrated in the warm-up so that a sample \

@@ -35,6 +35,73 @@ pub(super) struct Best {
 pub(super) struct Summary {
     sizes: Vec<usize>,
     configs: Vec<ConfigSummary>,
+    pairs: Vec<PairSummary>,
+}
+
+/// How two configurations compare sweep by sweep at one size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Paired {
+    /// The median over the sweeps of the first's round trip over the
+    /// second's, each the median of its run's samples.
+    pub(super) rtt: f64,
+    /// The same for bandwidth.
+    pub(super) bw: f64,
+    /// How many sweeps measured both.
+    pub(super) sweeps: usize,
+}
+
+/// The sweep-by-sweep comparison of `config` with its reference.
+#[derive(Debug, Clone)]
+struct PairSummary {
+    config: Config,
+    reference: Config,
+    /// By size, in the order of `Summary::sizes`.
+    paired: Vec<Option<Paired>>,
+}
+
+/// The configurations compared with a reference, and their references.
+const PAIRS: [(Config, Config); 2] = [
+    (Config::Tcp, Config::RawMpiTcp),
+    (Config::Mpi, Config::RawMpi),
+];
+
+/// The run of each sweep that counts for pairing: the last undisturbed one
+/// of the sweep, else its last one.
+fn run_of_each_sweep(runs: &[RunResult]) -> Vec<(usize, &RunResult)> {
+    let mut chosen: Vec<(usize, &RunResult)> = Vec::new();
+    for run in runs {
+        match chosen.iter_mut().find(|(sweep, _)| *sweep == run.sweep) {
+            Some(slot) if !run.disturbed || slot.1.disturbed => slot.1 = run,
+            Some(_) => {}
+            None => chosen.push((run.sweep, run)),
+        }
+    }
+    chosen
+}
+
+/// [`Paired`] figures of `runs` against `reference` at `size`, from the
+/// sweeps in which both measured it.
+fn paired(size: usize, runs: &[RunResult], reference: &[RunResult]) -> Option<Paired> {
+    let figures = |run: &RunResult| {
+        let s = run.sizes.iter().find(|s| s.plan.size == size)?;
+        median(&s.rtt_us).zip(median(&s.bw_bytes_per_s))
+    };
+    let theirs = run_of_each_sweep(reference);
+    let (mut rtt, mut bw) = (Vec::new(), Vec::new());
+    for (sweep, run) in run_of_each_sweep(runs) {
+        let Some((_, other)) = theirs.iter().find(|(s, _)| *s == sweep) else {
+            continue;
+        };
+        if let Some(((r, b), (ro, bo))) = figures(run).zip(figures(other)) {
+            rtt.push(r / ro);
+            bw.push(b / bo);
+        }
+    }
+    Some(Paired {
+        rtt: median(&rtt)?,
+        bw: median(&bw)?,
+        sweeps: rtt.len(),
+    })
 }
 
 #[derive(Debug, Clone)]
@@ -127,10 +194,39 @@ impl Summary {
                 }
             })
             .collect();
+        let runs_of = |config: Config| {
+            runs.iter()
+                .find(|(c, _)| *c == config)
+                .map(|(_, runs)| runs.as_slice())
+        };
+        let pairs = PAIRS
+            .iter()
+            .filter_map(|&(config, reference)| {
+                let (mine, theirs) = runs_of(config).zip(runs_of(reference))?;
+                Some(PairSummary {
+                    config,
+                    reference,
+                    paired: sizes
+                        .iter()
+                        .map(|&size| paired(size, mine, theirs))
+                        .collect(),
+                })
+            })
+            .collect();
         Summary {
             sizes: sizes.to_vec(),
             configs,
+            pairs,
         }
+    }
+
+    /// How `config` compares with its reference at `size`, sweep by sweep.
+    pub(super) fn paired(&self, config: Config, size: usize) -> Option<Paired> {
+        let i = self.sizes.iter().position(|&s| s == size)?;
+        self.pairs
+            .iter()
+            .find(|p| p.config == config)
+            .and_then(|p| p.paired[i])
     }
 
     /// The best figures of `config` at `size`, if measured.
@@ -165,11 +261,18 @@ impl Summary {
                 }
                 headers.extend(present.iter().map(|c| c.column().to_owned()));
                 match group[0] {
-                    Config::Tcp if tcp_pair => headers.push("tcp/ompi".into()),
-                    Config::Mpi if mpi_pair && bandwidth => headers.push("mpi/raw".into()),
+                    Config::Tcp if tcp_pair => {
+                        headers.push("tcp/ompi".into());
+                        headers.push("paired".into());
+                    }
+                    Config::Mpi if mpi_pair && bandwidth => {
+                        headers.push("mpi/raw".into());
+                        headers.push("paired".into());
+                    }
                     Config::Mpi if mpi_pair => {
                         headers.push("mpi-raw µs".into());
                         headers.push("mpi/raw".into());
+                        headers.push("paired".into());
                     }
                     _ => {}
                 }
@@ -201,14 +304,26 @@ impl Summary {
                             row.push(cell(figure(c, size), value_fmt));
                         }
                         let (a, b) = (figure(group[0], size), figure(group[1], size));
+                        let paired = cell(
+                            self.paired(group[0], size)
+                                .map(|p| if bandwidth { p.bw } else { p.rtt }),
+                            |r| format!("{r:.2}"),
+                        );
                         match group[0] {
-                            Config::Tcp if tcp_pair => row.push(ratio(a, b)),
-                            Config::Mpi if mpi_pair && bandwidth => row.push(ratio(a, b)),
+                            Config::Tcp if tcp_pair => {
+                                row.push(ratio(a, b));
+                                row.push(paired);
+                            }
+                            Config::Mpi if mpi_pair && bandwidth => {
+                                row.push(ratio(a, b));
+                                row.push(paired);
+                            }
                             Config::Mpi if mpi_pair => {
                                 row.push(cell(a.zip(b).map(|(a, b)| a - b), |d| {
                                     format!("{d:+.2}")
                                 }));
                                 row.push(ratio(a, b));
+                                row.push(paired);
                             }
                             _ => {}
                         }
@@ -403,6 +518,28 @@ impl Summary {
                 .collect();
             results.insert(c.config.name().to_owned(), Value::Array(rows));
         }
+        let mut paired = serde_json::Map::new();
+        for p in &self.pairs {
+            let rows: Vec<Value> = self
+                .sizes
+                .iter()
+                .zip(&p.paired)
+                .filter_map(|(&size, paired)| {
+                    paired.map(|q| {
+                        json!({
+                            "size": size,
+                            "rtt_ratio": q.rtt,
+                            "bw_ratio": q.bw,
+                            "sweeps": q.sweeps,
+                        })
+                    })
+                })
+                .collect();
+            paired.insert(
+                format!("{}/{}", p.config.name(), p.reference.name()),
+                Value::Array(rows),
+            );
+        }
         let targets: Vec<Value> = self
             .targets()
             .into_iter()
@@ -417,6 +554,7 @@ impl Summary {
             "method": method,
             "configs": configs,
             "results": results,
+            "paired": paired,
             "targets": targets,
             "notes": notes,
         })
@@ -437,7 +575,49 @@ mod tests {
                 bw_bytes_per_s: bw.to_vec(),
             }],
             disturbed: false,
+            sweep: 0,
         }
+    }
+
+    fn in_sweep(sweep: usize, rtt: f64, bw: f64) -> RunResult {
+        RunResult {
+            sweep,
+            ..run(&[rtt], &[bw])
+        }
+    }
+
+    #[test]
+    fn paired_ratios_are_the_median_of_each_sweeps_ratio() {
+        let mpi = vec![
+            in_sweep(0, 11.0, 90.0),
+            in_sweep(1, 30.0, 50.0),
+            in_sweep(2, 10.0, 100.0),
+            // Run again after a disturbed run: the undisturbed one counts.
+            RunResult {
+                disturbed: true,
+                ..in_sweep(3, 1.0, 1.0)
+            },
+            in_sweep(3, 20.0, 50.0),
+        ];
+        // Sweep 1 of raw MPI was a slow job: the best-of ratio hides it,
+        // the pairing does not.
+        let raw = vec![
+            in_sweep(0, 10.0, 100.0),
+            in_sweep(1, 30.0, 50.0),
+            in_sweep(2, 10.0, 100.0),
+            in_sweep(3, 20.0, 50.0),
+            in_sweep(4, 5.0, 200.0),
+        ];
+        let summary = Summary::new(&[8], &[(Config::Mpi, mpi), (Config::RawMpi, raw)]);
+        let p = summary.paired(Config::Mpi, 8).expect("both measured 8");
+        assert_eq!(p.sweeps, 4, "sweep 4 has no mpi run");
+        assert_eq!((p.rtt, p.bw), (1.0, 1.0));
+        assert!(summary.paired(Config::Tcp, 8).is_none());
+        assert!(summary.paired(Config::Mpi, 16).is_none());
+        let tables = summary.tables();
+        assert!(tables.contains("paired"), "{tables}");
+        let doc = summary.to_json(5, &[], &[]);
+        assert_eq!(doc["paired"]["mpi/raw-mpi"][0]["sweeps"], 4);
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub(super) struct RunResult {
     /// Other processes kept CPUs busy while it ran (set by the
     /// orchestrator; not in the file).
     pub(super) disturbed: bool,
+    /// The sweep it ran in, from 0 (set by the orchestrator; not in the
+    /// file).
+    pub(super) sweep: usize,
 }
 
 impl ResultsFile for RunResult {
@@ -69,6 +72,7 @@ impl ResultsFile for RunResult {
             backend,
             sizes,
             disturbed: false,
+            sweep: 0,
         })
     }
 }
@@ -87,6 +91,7 @@ mod tests {
                 bw_bytes_per_s: vec![1e8, 2e8],
             }],
             disturbed: false,
+            sweep: 0,
         };
         let value = run.to_json("tcp");
         assert_eq!(RunResult::from_json("tcp", &value), Ok(run));

@@ -52,6 +52,7 @@ fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchE
             backend: backend.to_owned(),
             sizes: samples,
             disturbed: false,
+            sweep: 0,
         }
         .write(config.name(), out)?;
     }
@@ -78,6 +79,7 @@ fn raw_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchEr
             backend: "rsmpi".to_owned(),
             sizes: samples,
             disturbed: false,
+            sweep: 0,
         }
         .write(config.name(), out)?;
     }
