@@ -76,8 +76,8 @@ fn read_marker_word(word: [u8; MARKER_LEN]) -> Result<(usize, usize), MpiCode> {
     Ok((len, offset))
 }
 
-/// The length of a headed marker before its message's bytes: the payload's
-/// length, then the message's tag (little-endian `u32`).
+/// The length of a headed marker before its message's bytes: the
+/// [`marker_word`], then the message's tag (little-endian `u32`).
 pub(super) const HEADED_LEN: usize = MARKER_LEN + 4;
 
 /// Where `recv_from_into` wants its message: a whole message that
