@@ -88,10 +88,6 @@ fn method_lines(reps: u32, settle: f64, configs: &[Config]) -> Vec<String> {
              alternated (order rotated each sweep); every sweep is a fresh job, started after \
              waiting up to {settle} s for other processes to use less than {BUSY_WARNING} CPU."
         ),
-        "Ratios (tcp/ompi, mpi/raw) divide the two best figures; paired is the median over \
-         the sweeps of each sweep's ratio (the two jobs of a sweep ran one after the other), \
-         which one lucky job of either side moves less."
-            .to_owned(),
         format!(
             "Round trip: ping-pong of blocking send and receive, the echo sent back as received; \
              a sample times N round trips together, N calibrated in the warm-up so that a sample \
@@ -111,6 +107,16 @@ fn method_lines(reps: u32, settle: f64, configs: &[Config]) -> Vec<String> {
             measure::SAMPLES
         ),
     ];
+    let has = |c: Config| configs.contains(&c);
+    if (has(Config::Tcp) && has(Config::RawMpiTcp)) || (has(Config::Mpi) && has(Config::RawMpi)) {
+        lines.insert(
+            1,
+            "Ratios (tcp/ompi, mpi/raw) divide the two best figures; paired is the median over \
+             the sweeps of each sweep's ratio (the two jobs of a sweep ran one after the other), \
+             which one lucky job of either side moves less."
+                .to_owned(),
+        );
+    }
     for c in configs {
         let mut line = format!("{}: {}", c.column(), c.description());
         if *c == Config::Tcp {
