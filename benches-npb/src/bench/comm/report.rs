@@ -244,8 +244,6 @@ impl Summary {
 
     /// The round-trip and bandwidth tables.
     pub(super) fn tables(&self) -> String {
-        let tcp_pair = self.has(Config::Tcp) && self.has(Config::RawMpiTcp);
-        let mpi_pair = self.has(Config::Mpi) && self.has(Config::RawMpi);
         let cell = |v: Option<f64>, f: fn(f64) -> String| v.map_or("-".to_owned(), f);
         let mut out = String::new();
         for bandwidth in [false, true] {
@@ -260,21 +258,17 @@ impl Summary {
                     continue;
                 }
                 headers.extend(present.iter().map(|c| c.column().to_owned()));
-                match group[0] {
-                    Config::Tcp if tcp_pair => {
-                        headers.push("tcp/ompi".into());
-                        headers.push("paired".into());
-                    }
-                    Config::Mpi if mpi_pair && bandwidth => {
-                        headers.push("mpi/raw".into());
-                        headers.push("paired".into());
-                    }
-                    Config::Mpi if mpi_pair => {
+                if present.len() == 2 {
+                    let name = if group[0] == Config::Tcp {
+                        "tcp/ompi"
+                    } else {
+                        "mpi/raw"
+                    };
+                    if group[0] == Config::Mpi && !bandwidth {
                         headers.push("mpi-raw µs".into());
-                        headers.push("mpi/raw".into());
-                        headers.push("paired".into());
                     }
-                    _ => {}
+                    headers.push(name.into());
+                    headers.push("paired".into());
                 }
                 gaps.push(headers.len() - 1);
             }
@@ -303,30 +297,19 @@ impl Summary {
                         for c in group.into_iter().filter(|&c| self.has(c)) {
                             row.push(cell(figure(c, size), value_fmt));
                         }
+                        if !(self.has(group[0]) && self.has(group[1])) {
+                            continue;
+                        }
                         let (a, b) = (figure(group[0], size), figure(group[1], size));
-                        let paired = cell(
+                        if group[0] == Config::Mpi && !bandwidth {
+                            row.push(cell(a.zip(b).map(|(a, b)| a - b), |d| format!("{d:+.2}")));
+                        }
+                        row.push(ratio(a, b));
+                        row.push(cell(
                             self.paired(group[0], size)
                                 .map(|p| if bandwidth { p.bw } else { p.rtt }),
                             |r| format!("{r:.2}"),
-                        );
-                        match group[0] {
-                            Config::Tcp if tcp_pair => {
-                                row.push(ratio(a, b));
-                                row.push(paired);
-                            }
-                            Config::Mpi if mpi_pair && bandwidth => {
-                                row.push(ratio(a, b));
-                                row.push(paired);
-                            }
-                            Config::Mpi if mpi_pair => {
-                                row.push(cell(a.zip(b).map(|(a, b)| a - b), |d| {
-                                    format!("{d:+.2}")
-                                }));
-                                row.push(ratio(a, b));
-                                row.push(paired);
-                            }
-                            _ => {}
-                        }
+                        ));
                     }
                     row
                 })

@@ -114,8 +114,9 @@ const OFFSET_MAX_LEN: usize = 4 << 20;
 /// does within a cache line: otherwise every line written takes parts of
 /// two lines read. Measured here with `process_vm_readv` (how Open MPI's
 /// shared memory moves large messages), 1 MiB took 54 µs at equal offsets
-/// and 59-65 µs at different ones; a 1 MiB round trip through the backend
-/// was 8% slower than raw MPI with offsets that differed. A `Vec<u8>`
+/// and 59-65 µs at different ones (`mttl-bench comm`, paired medians:
+/// bandwidth 2-5% higher from 128 KiB to 4 MiB; round trips unchanged
+/// within the VM's noise). A `Vec<u8>`
 /// cannot ask for an alignment (it is freed as allocated with alignment
 /// 1), so the buffer is picked among fresh blocks instead: glibc cuts
 /// blocks of one size one after another, each 16 bytes further into a line
