@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::mem::ManuallyDrop;
+use std::sync::OnceLock;
 
 use super::posted::LINE;
 use super::raw::{Channel, MpiCode, Request, World};
@@ -46,7 +47,12 @@ impl Incoming {
         offset: usize,
     ) -> Result<Incoming, MpiCode> {
         let count = c_int::try_from(len).map_err(|_| MpiCode::other())?;
-        let mut buf = ManuallyDrop::new(vec_at_line_offset(len, offset));
+        let buf = if picks_among_blocks(len, cache_size()) {
+            vec_at_line_offset(len, offset)
+        } else {
+            Vec::with_capacity(len)
+        };
+        let mut buf = ManuallyDrop::new(buf);
         // SAFETY: `buf` has room for `len` bytes and moves into the returned
         // `Incoming` (moving a `Vec` does not move its heap buffer), which
         // leaves it alone until `MPI_Test` reports the receive complete
@@ -105,6 +111,41 @@ const OFFSET_TRIES: usize = 4;
 /// by page again: measured here, 16 MiB round trips took 2.5 times as long.
 const OFFSET_MAX_LEN: usize = 4 << 20;
 
+/// Whether a payload of `len` bytes is received into a block picked for
+/// its offset ([`vec_at_line_offset`]) or into the first block `malloc`
+/// gives, given `cache` bytes of cache per core (the L2 cache).
+///
+/// Picking has a price when the sender's offsets vary: a stream of messages
+/// sent from buffers at different offsets (a program allocating one
+/// `Vec` per message gets blocks 16 bytes further into a line each) is
+/// received into as many blocks in turn, up to [`OFFSET_TRIES`], where the
+/// first block alone would have been reused for every message. Each copy
+/// then writes to lines the cache no longer holds. That costs more than
+/// the misalignment saves when those blocks, with the message being read,
+/// no longer fit in the cache but one block would: measured here (2 MiB of
+/// L2, 20 alternated jobs, bandwidth as a fraction of raw MPI, picking /
+/// first block): 256 KiB 0.98 / 0.93, 512 KiB 0.87 / 0.95, 1 MiB 0.91 /
+/// 0.97, 2 MiB 0.99 / 1.01, 4 MiB 0.99 / 0.96. So picking is skipped from
+/// where the picked blocks overflow the cache up to where one block and its
+/// message do (1/5 to 1/2 of the cache), and past [`OFFSET_MAX_LEN`].
+fn picks_among_blocks(len: usize, cache: usize) -> bool {
+    len <= OFFSET_MAX_LEN && ((OFFSET_TRIES + 1) * len <= cache || 2 * len > cache)
+}
+
+/// The cache [`picks_among_blocks`] weighs blocks against: the L2 cache's
+/// size as the C library reports it, or 1 MiB, a common size, if it does not.
+fn cache_size() -> usize {
+    static SIZE: OnceLock<usize> = OnceLock::new();
+    *SIZE.get_or_init(|| {
+        // SAFETY: `sysconf` only reads a system parameter.
+        let reported = unsafe { libc::sysconf(libc::_SC_LEVEL2_CACHE_SIZE) };
+        usize::try_from(reported)
+            .ok()
+            .filter(|&size| size > 0)
+            .unwrap_or(1 << 20)
+    })
+}
+
 /// An empty vector with room for `len` bytes whose buffer starts `offset`
 /// bytes into a cache line (of [`LINE`] bytes) if the allocator hands out
 /// such a block within [`OFFSET_TRIES`] tries (up to [`OFFSET_MAX_LEN`]
@@ -114,9 +155,8 @@ const OFFSET_MAX_LEN: usize = 4 << 20;
 /// does within a cache line: otherwise every line written takes parts of
 /// two lines read. Measured here with `process_vm_readv` (how Open MPI's
 /// shared memory moves large messages), 1 MiB took 54 µs at equal offsets
-/// and 59-65 µs at different ones (`mttl-bench comm`, paired medians:
-/// bandwidth 2-5% higher from 128 KiB to 4 MiB; round trips unchanged
-/// within the VM's noise). A `Vec<u8>`
+/// and 59-65 µs at different ones. Whether that pays for a stream of
+/// messages depends on their size; see [`picks_among_blocks`]. A `Vec<u8>`
 /// cannot ask for an alignment (it is freed as allocated with alignment
 /// 1), so the buffer is picked among fresh blocks instead: glibc cuts
 /// blocks of one size one after another, each 16 bytes further into a line
@@ -282,6 +322,32 @@ mod tests {
         }
         // An offset no block can have: the first block, whatever it is.
         assert!(vec_at_line_offset(1 << 20, 5).capacity() >= 1 << 20);
+    }
+
+    #[test]
+    fn picks_blocks_where_they_fit_the_cache_or_one_would_not() {
+        const MIB: usize = 1 << 20;
+        let picked = |cache: usize| {
+            [
+                16 << 10,
+                256 << 10,
+                512 << 10,
+                MIB,
+                2 * MIB,
+                4 * MIB,
+                16 * MIB,
+            ]
+            .into_iter()
+            .filter(|&len| picks_among_blocks(len, cache))
+            .collect::<Vec<_>>()
+        };
+        // 2 MiB of L2, as on the development VM: not 512 KiB and 1 MiB.
+        assert_eq!(picked(2 * MIB), [16 << 10, 256 << 10, 2 * MIB, 4 * MIB]);
+        // 1 MiB: not from 256 KiB to 512 KiB.
+        assert_eq!(picked(MIB), [16 << 10, MIB, 2 * MIB, 4 * MIB]);
+        // Never past OFFSET_MAX_LEN, however large the cache.
+        assert!(!picks_among_blocks(OFFSET_MAX_LEN + 1, usize::MAX / 8));
+        assert!(cache_size() > 0);
     }
 
     fn message(source: Rank, tag: u32) -> Message {
