@@ -2,6 +2,18 @@
 //! a vector of its own, so how `malloc` recycles large blocks decides
 //! whether a stream of large messages lands in warm pages or in fresh ones.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What [`kept_free_bytes`] reports.
+static KEPT_FREE: AtomicUsize = AtomicUsize::new(0);
+
+/// How much freed memory at the top of the heap `malloc` keeps for reuse,
+/// as far as this crate knows: the trim threshold [`keep_freed_memory`] set,
+/// or 0 if it set none (`malloc` tuned by the user, another C library).
+pub(crate) fn kept_free_bytes() -> usize {
+    KEPT_FREE.load(Ordering::Relaxed)
+}
+
 /// Has glibc's `malloc` keep the memory of freed large messages for the
 /// next ones instead of handing it back to the kernel.
 ///
@@ -37,8 +49,11 @@ pub(crate) fn keep_freed_memory() {
             // SAFETY: `mallopt` only sets malloc's parameters, under its own
             // lock; no memory is passed. A value it refuses changes nothing.
             unsafe {
-                libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-                libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
+                if libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+                    && libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
+                {
+                    KEPT_FREE.store(TRIM_THRESHOLD as usize, Ordering::Relaxed);
+                }
             }
         }
     }

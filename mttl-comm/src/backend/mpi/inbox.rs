@@ -38,20 +38,16 @@ pub(super) struct Incoming {
 impl Incoming {
     /// Posts the receive of the payload a marker from `source` announced:
     /// `len` bytes (at most `i32::MAX`) under `tag` on the large channel,
-    /// which start `offset` bytes into a cache line at the sender.
+    /// into `buf` (room for `len` bytes, from [`Inbox::payload_buffer`]).
     pub(super) fn start(
         world: &World,
         source: Rank,
         tag: Tag,
         len: usize,
-        offset: usize,
+        buf: Vec<u8>,
     ) -> Result<Incoming, MpiCode> {
         let count = c_int::try_from(len).map_err(|_| MpiCode::other())?;
-        let buf = if picks_among_blocks(len, cache_size()) {
-            vec_at_line_offset(len, offset)
-        } else {
-            Vec::with_capacity(len)
-        };
+        debug_assert!(buf.capacity() >= len);
         let mut buf = ManuallyDrop::new(buf);
         // SAFETY: `buf` has room for `len` bytes and moves into the returned
         // `Incoming` (moving a `Vec` does not move its heap buffer), which
@@ -104,32 +100,46 @@ impl Incoming {
 /// How many fresh blocks [`vec_at_line_offset`] looks at, at most.
 const OFFSET_TRIES: usize = 4;
 
-/// The largest buffer [`vec_at_line_offset`] picks among several blocks.
-/// The blocks tried are freed together; past a few MiB they reach glibc's
-/// trim threshold (64 MiB as `backend::malloc` sets it), and glibc hands
-/// them back to the kernel, so that every next payload is faulted in page
-/// by page again: measured here, 16 MiB round trips took 2.5 times as long.
+/// The largest payload a block is picked for ([`picks_among_blocks`]).
+/// The blocks tried for it are freed together, and must stay well below
+/// the trim threshold, past which glibc hands them back to the kernel, so
+/// that the next payload is faulted in page by page again (16 MiB round
+/// trips took 2.5-3.4 times as long, measured here). The limit is this or,
+/// if smaller, an eighth of the memory `malloc` is known to keep (8 MiB
+/// with the trim threshold `backend::malloc` sets; nothing if it set none).
+/// Round trips of 16 MiB with blocks picked under a trim threshold twice as
+/// high were no faster (1.02-1.15 of raw MPI's time against 1.01-1.11).
 const OFFSET_MAX_LEN: usize = 4 << 20;
+
+/// The largest payload a block is picked for in this process.
+fn offset_max_len() -> usize {
+    OFFSET_MAX_LEN.min(crate::backend::malloc::kept_free_bytes() / (2 * OFFSET_TRIES))
+}
 
 /// Whether a payload of `len` bytes is received into a block picked for
 /// its offset ([`vec_at_line_offset`]) or into the first block `malloc`
-/// gives, given `cache` bytes of cache per core (the L2 cache).
+/// gives, given the largest payload blocks are picked for (`max_len`,
+/// [`offset_max_len`]), `cache` bytes of cache per core (the L2 cache) and
+/// whether the sender's offset is `steady` (the same as for its last
+/// payload).
 ///
-/// Picking has a price when the sender's offsets vary: a stream of messages
-/// sent from buffers at different offsets (a program allocating one
-/// `Vec` per message gets blocks 16 bytes further into a line each) is
-/// received into as many blocks in turn, up to [`OFFSET_TRIES`], where the
-/// first block alone would have been reused for every message. Each copy
-/// then writes to lines the cache no longer holds. That costs more than
-/// the misalignment saves when those blocks, with the message being read,
-/// no longer fit in the cache but one block would: measured here (2 MiB of
-/// L2, 20 alternated jobs, bandwidth as a fraction of raw MPI, picking /
-/// first block): 256 KiB 0.98 / 0.93, 512 KiB 0.87 / 0.95, 1 MiB 0.91 /
-/// 0.97, 2 MiB 0.99 / 1.01, 4 MiB 0.99 / 0.96. So picking is skipped from
-/// where the picked blocks overflow the cache up to where one block and its
-/// message do (1/5 to 1/2 of the cache), and past [`OFFSET_MAX_LEN`].
-fn picks_among_blocks(len: usize, cache: usize) -> bool {
-    len <= OFFSET_MAX_LEN && ((OFFSET_TRIES + 1) * len <= cache || 2 * len > cache)
+/// While the offset holds steady (a round trip, a sender reusing its
+/// buffers), the block picked for one payload is the first block for the
+/// next, and picking costs nothing.
+///
+/// When the sender's offsets vary (a program allocating one `Vec` per
+/// message gets blocks 16 bytes further into a line each), the messages are
+/// received into up to [`OFFSET_TRIES`] blocks in turn where the first
+/// block alone would have been reused for every one, and each copy writes
+/// to lines the cache may no longer hold. That pays while the blocks fit in
+/// the cache with the message being read, and again once one block alone
+/// would not stay there. Measured here (2 MiB
+/// of L2, 14-20 alternated jobs, streaming bandwidth as a fraction of raw
+/// MPI's, picking / first block): 256 KiB 0.98 / 0.93, 512 KiB 0.87 /
+/// 0.95, 1 MiB 0.91 / 0.97, 4 MiB 0.99-1.00 / 0.94-0.96.
+fn picks_among_blocks(len: usize, max_len: usize, cache: usize, steady: bool) -> bool {
+    let rotation_pays = (OFFSET_TRIES + 1) * len <= cache || 2 * len > cache;
+    len <= max_len && (steady || rotation_pays)
 }
 
 /// The cache [`picks_among_blocks`] weighs blocks against: the L2 cache's
@@ -148,8 +158,8 @@ fn cache_size() -> usize {
 
 /// An empty vector with room for `len` bytes whose buffer starts `offset`
 /// bytes into a cache line (of [`LINE`] bytes) if the allocator hands out
-/// such a block within [`OFFSET_TRIES`] tries (up to [`OFFSET_MAX_LEN`]
-/// bytes), else the first block it gave.
+/// such a block within [`OFFSET_TRIES`] tries, else the first block it
+/// gave.
 ///
 /// A payload is copied fastest into a buffer that starts where its source
 /// does within a cache line: otherwise every line written takes parts of
@@ -165,7 +175,7 @@ fn cache_size() -> usize {
 /// touched, they cost no page faults).
 fn vec_at_line_offset(len: usize, offset: usize) -> Vec<u8> {
     let mut buf = Vec::with_capacity(len);
-    if buf.as_ptr() as usize % LINE == offset || len > OFFSET_MAX_LEN {
+    if buf.as_ptr() as usize % LINE == offset {
         return buf;
     }
     let mut tried: [Vec<u8>; OFFSET_TRIES - 1] = Default::default();
@@ -213,7 +223,13 @@ pub(super) struct Inbox {
     queue: VecDeque<Entry>,
     /// How many entries are `Arriving`.
     arriving: usize,
+    /// By source rank: the line offset of its last payload at the sender,
+    /// or [`NO_OFFSET`].
+    offsets: Vec<u8>,
 }
+
+/// In [`Inbox::offsets`]: no payload from that source yet.
+const NO_OFFSET: u8 = u8::MAX;
 
 impl Inbox {
     /// Whether no message is waiting here.
@@ -230,6 +246,23 @@ impl Inbox {
     /// Appends a message that arrived after every message already here.
     pub(super) fn push(&mut self, message: Message) {
         self.queue.push_back(Entry::Ready(message));
+    }
+
+    /// A buffer for a payload of `len` bytes from `source`, which starts
+    /// `offset` bytes into a cache line at the sender: at the same offset
+    /// when [`picks_among_blocks`] says so.
+    pub(super) fn payload_buffer(&mut self, source: Rank, len: usize, offset: usize) -> Vec<u8> {
+        if self.offsets.len() <= source {
+            self.offsets.resize(source + 1, NO_OFFSET);
+        }
+        // An offset is below LINE (64), so it fits and is never NO_OFFSET.
+        let offset_byte = offset as u8;
+        let steady = std::mem::replace(&mut self.offsets[source], offset_byte) == offset_byte;
+        if picks_among_blocks(len, offset_max_len(), cache_size(), steady) {
+            vec_at_line_offset(len, offset)
+        } else {
+            Vec::with_capacity(len)
+        }
     }
 
     /// Appends a large message whose payload is arriving.
@@ -309,7 +342,7 @@ mod tests {
     #[test]
     fn payload_buffers_start_where_their_senders_did() {
         crate::backend::malloc::keep_freed_memory();
-        for len in [(64 << 10) + 1, 1 << 20, 3_000_000, OFFSET_MAX_LEN] {
+        for len in [(64 << 10) + 1, 1 << 20, 3_000_000, 4 << 20] {
             for offset in (0..LINE).step_by(16) {
                 let buf = vec_at_line_offset(len, offset);
                 assert!(buf.capacity() >= len);
@@ -325,9 +358,9 @@ mod tests {
     }
 
     #[test]
-    fn picks_blocks_where_they_fit_the_cache_or_one_would_not() {
+    fn picks_blocks_for_steady_offsets_or_where_they_fit_the_cache() {
         const MIB: usize = 1 << 20;
-        let picked = |cache: usize| {
+        let picked = |cache: usize, steady: bool| {
             [
                 16 << 10,
                 256 << 10,
@@ -336,18 +369,52 @@ mod tests {
                 2 * MIB,
                 4 * MIB,
                 16 * MIB,
+                32 * MIB,
             ]
             .into_iter()
-            .filter(|&len| picks_among_blocks(len, cache))
+            .filter(|&len| picks_among_blocks(len, OFFSET_MAX_LEN, cache, steady))
             .collect::<Vec<_>>()
         };
-        // 2 MiB of L2, as on the development VM: not 512 KiB and 1 MiB.
-        assert_eq!(picked(2 * MIB), [16 << 10, 256 << 10, 2 * MIB, 4 * MIB]);
-        // 1 MiB: not from 256 KiB to 512 KiB.
-        assert_eq!(picked(MIB), [16 << 10, MIB, 2 * MIB, 4 * MIB]);
-        // Never past OFFSET_MAX_LEN, however large the cache.
-        assert!(!picks_among_blocks(OFFSET_MAX_LEN + 1, usize::MAX / 8));
+        // 2 MiB of L2, as on the development VM: offsets that vary get
+        // blocks picked but from 512 KiB to 1 MiB; steady ones always; none
+        // past OFFSET_MAX_LEN.
+        assert_eq!(
+            picked(2 * MIB, false),
+            [16 << 10, 256 << 10, 2 * MIB, 4 * MIB]
+        );
+        assert_eq!(
+            picked(2 * MIB, true),
+            [16 << 10, 256 << 10, 512 << 10, MIB, 2 * MIB, 4 * MIB]
+        );
+        assert_eq!(picked(MIB, false), [16 << 10, MIB, 2 * MIB, 4 * MIB]);
+        // Nothing when malloc's trim threshold is not known.
+        assert!(!picks_among_blocks(16 << 10, 0, 2 * MIB, true));
         assert!(cache_size() > 0);
+    }
+
+    /// A source whose offsets hold steady is told apart from one whose
+    /// offsets vary, source by source.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn payload_buffers_follow_steady_senders() {
+        crate::backend::malloc::keep_freed_memory();
+        assert_eq!(
+            offset_max_len(),
+            OFFSET_MAX_LEN,
+            "malloc's trim threshold as the backends set it (unset MALLOC_* tunables)"
+        );
+        let len = 2 << 20;
+        let mut inbox = Inbox::default();
+        // The first payload from a source: offsets not known to be steady.
+        let _ = inbox.payload_buffer(3, len, 16);
+        for _ in 0..3 {
+            let buf = inbox.payload_buffer(3, len, 16);
+            assert_eq!(buf.as_ptr() as usize % LINE, 16);
+            // Another source in between does not break source 3's run.
+            let _ = inbox.payload_buffer(0, len, 48);
+        }
+        assert_eq!(inbox.offsets[3], 16);
+        assert_eq!(inbox.offsets[1], NO_OFFSET);
     }
 
     fn message(source: Rank, tag: u32) -> Message {

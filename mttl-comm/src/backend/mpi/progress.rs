@@ -156,7 +156,8 @@ impl MpiComm {
         len: usize,
         offset: usize,
     ) -> Result<(), CommError> {
-        let incoming = Incoming::start(&self.world, source, tag, len, offset)
+        let buf = self.inbox.payload_buffer(source, len, offset);
+        let incoming = Incoming::start(&self.world, source, tag, len, buf)
             .map_err(|code| self.mpi_error(op, code))?;
         self.inbox.push_arriving(incoming);
         Ok(())
