@@ -10,6 +10,7 @@ static KEPT_FREE: AtomicUsize = AtomicUsize::new(0);
 /// How much freed memory at the top of the heap `malloc` keeps for reuse,
 /// as far as this crate knows: the trim threshold [`keep_freed_memory`] set,
 /// or 0 if it set none (`malloc` tuned by the user, another C library).
+#[cfg(feature = "mpi")]
 pub(crate) fn kept_free_bytes() -> usize {
     KEPT_FREE.load(Ordering::Relaxed)
 }

@@ -177,6 +177,10 @@ trait Source {
     /// what it read to `v`'s length; `None` if this source cannot (the
     /// caller then zeroes memory to read into with [`read`](Self::read)).
     fn read_spare(&mut self, v: &mut Vec<u8>, max: usize) -> Option<io::Result<usize>>;
+
+    /// Called after each read of a payload of [`QUICK_ACK_MIN`] bytes or
+    /// more: a socket acknowledges them at once ([`ack_now`]).
+    fn read_large(&mut self) {}
 }
 
 /// Any reader: reads into initialised memory only.
@@ -225,6 +229,50 @@ impl<S: Read + AsRawFd> Source for Socket<'_, S> {
         // initialised and `len <= v.capacity()`.
         unsafe { v.set_len(len) };
         Some(Ok(n))
+    }
+
+    fn read_large(&mut self) {
+        ack_now(&*self.0);
+    }
+}
+
+/// The smallest payload whose reads are acknowledged at once
+/// ([`ack_now`]): as large as the send buffer a link asks for by default
+/// (`MTTL_TCP_SNDBUF`), so a payload that cannot be written in one go.
+/// Below it the acknowledgements cost more than they save: streaming
+/// 64 KiB messages, 4.9-5.1 GB/s acknowledged at once, 5.2-5.6 not.
+pub(crate) const QUICK_ACK_MIN: usize = 256 << 10;
+
+/// Has the kernel acknowledge what `socket` has received at once, rather
+/// than after its delayed-acknowledgement timer (`TCP_QUICKACK`; Linux
+/// drops back to delayed acknowledgements by itself, so this is asked again
+/// after each read of a large payload).
+///
+/// A large payload's sender can only have so much unacknowledged data in
+/// flight (its send buffer); acknowledgements held back by the receiver
+/// starve it. On the development VM (loopback, 1 MiB messages) a plain C
+/// socket ping-pong took 390-640 µs per round trip without this and
+/// 210-260 µs with it, consistently; Open MPI's TCP transport, which
+/// answers a large message's first fragment with a message of its own
+/// (an acknowledgement rides on it), 265-290 µs. This backend, 12
+/// alternated jobs each: round trip 226-635 µs without (8 of 12 jobs
+/// above 400), 236-304 with; streaming bandwidth 3.9-7.3 GB/s without
+/// (9 of 12 below 5.5), 5.7-7.6 with; 16 MiB streams 4.7-6.9 without,
+/// 6.7-7.2 with. A failure changes nothing but the speed, so it is
+/// ignored.
+pub(crate) fn ack_now(socket: &impl AsRawFd) {
+    let on: libc::c_int = 1;
+    // SAFETY: `on` is a live c_int for the duration of the call and its size
+    // is passed with it; the descriptor is the socket's own, open while it
+    // is borrowed.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_QUICKACK,
+            (&on as *const libc::c_int).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
     }
 }
 
@@ -414,6 +462,9 @@ impl FrameReader {
                 match got {
                     Ok(0) => return Err(ReadError::Closed { mid_frame: true }),
                     Ok(n) => {
+                        if large.header.len >= QUICK_ACK_MIN {
+                            src.read_large();
+                        }
                         large.filled += n;
                         if large.filled == large.header.len {
                             if let Some(done) = self.large.take() {
@@ -762,6 +813,56 @@ mod tests {
             assert_eq!(f.header.tag, i as Tag);
             assert_eq!(&f.payload, p, "frame {i}");
         }
+    }
+
+    /// Only reads of payloads of QUICK_ACK_MIN bytes or more ask the
+    /// socket to acknowledge at once.
+    #[test]
+    fn large_payloads_are_acknowledged_at_once() {
+        struct Counting<'a> {
+            inner: &'a mut Chunked,
+            acks: usize,
+        }
+        impl Source for Counting<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                self.inner.read(buf)
+            }
+            fn read_spare(&mut self, _v: &mut Vec<u8>, _max: usize) -> Option<io::Result<usize>> {
+                None
+            }
+            fn read_large(&mut self) {
+                self.acks += 1;
+            }
+        }
+        let acks = |len: usize| {
+            let mut src = Chunked {
+                data: frame_bytes(1, &vec![7; len]),
+                pos: 0,
+                chunk: 64 << 10,
+                eof: false,
+            };
+            let mut counting = Counting {
+                inner: &mut src,
+                acks: 0,
+            };
+            let mut reader = FrameReader::new(1 << 30);
+            let mut frames = Vec::new();
+            while frames.is_empty() {
+                reader
+                    .read_source(&mut counting, false, |f| frames.push(f))
+                    .unwrap();
+            }
+            assert_eq!(frames[0].payload.len(), len);
+            counting.acks
+        };
+        assert_eq!(acks(QUICK_ACK_MIN - 1), 0);
+        // The payload's reads after its header's: 64 KiB each.
+        assert!(acks(QUICK_ACK_MIN) >= 3, "{}", acks(QUICK_ACK_MIN));
+        assert!(acks(1 << 20) >= 15);
+        // On a real TCP socket it is only a hint: it succeeds or is ignored.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        ack_now(&client);
     }
 
     #[test]

@@ -31,7 +31,10 @@
 //!   region so, without a copy); each link
 //!   asks for a send buffer of `MTTL_TCP_SNDBUF` (default 256 KiB) rather
 //!   than the kernel's automatic one of several MiB, so the bytes in flight
-//!   stay in the caches; and glibc is told to keep freed large blocks
+//!   stay in the caches; the reads of a payload of 256 KiB or more are
+//!   acknowledged at once (`TCP_QUICKACK`, see `frame::ack_now`), so its
+//!   sender, whose send buffer it overflows, is never kept waiting by a
+//!   delayed acknowledgement; and glibc is told to keep freed large blocks
 //!   instead of trimming them, so the next message's vector reuses pages
 //!   already mapped (`backend::malloc`).
 //! - **Ordering**: each link has one FIFO of outgoing frames; `send` waits
@@ -1003,10 +1006,15 @@ impl Comm for TcpComm {
             let Some(peer) = c.peers[source].as_mut() else {
                 return Ok(false);
             };
-            match peer
+            let before = filled;
+            let read = peer
                 .reader
-                .read_paused_into(&mut peer.stream, buf, &mut filled)
-            {
+                .read_paused_into(&mut peer.stream, buf, &mut filled);
+            let large = placing.is_some_and(|e| e.len >= frame::QUICK_ACK_MIN);
+            if filled > before && large {
+                frame::ack_now(&peer.stream);
+            }
+            match read {
                 Ok(done) => Ok(done),
                 Err(e) => {
                     failed = Some(e);
