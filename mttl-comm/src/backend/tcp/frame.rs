@@ -261,19 +261,7 @@ pub(crate) const QUICK_ACK_MIN: usize = 256 << 10;
 /// 6.7-7.2 with. A failure changes nothing but the speed, so it is
 /// ignored.
 pub(crate) fn ack_now(socket: &impl AsRawFd) {
-    let on: libc::c_int = 1;
-    // SAFETY: `on` is a live c_int for the duration of the call and its size
-    // is passed with it; the descriptor is the socket's own, open while it
-    // is borrowed.
-    unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_QUICKACK,
-            (&on as *const libc::c_int).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    let _ = super::set_socket_option(socket, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
 }
 
 /// Reassembles frames from one connection's byte stream.

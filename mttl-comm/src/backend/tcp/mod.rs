@@ -194,16 +194,25 @@ fn push_unwritten<'a>(
 /// Links with a large bandwidth-delay product (long distances) want
 /// `MTTL_TCP_SNDBUF=0`.
 fn set_send_buffer(link: &std::net::TcpStream, bytes: usize) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    set_socket_option(link, libc::SOL_SOCKET, libc::SO_SNDBUF, value)
+}
+
+/// Sets the integer socket option `name` of `level` on `socket`.
+fn set_socket_option(
+    socket: &impl std::os::fd::AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: `value` is a live c_int for the duration of the call and its
-    // size is passed with it; the descriptor is `link`'s own, open while it
-    // is borrowed.
+    // size is passed with it; the descriptor is `socket`'s own, open while
+    // it is borrowed.
     let rc = unsafe {
         libc::setsockopt(
-            link.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
+            socket.as_raw_fd(),
+            level,
+            name,
             (&value as *const libc::c_int).cast::<libc::c_void>(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
