@@ -2,9 +2,11 @@
 //! a vector of its own, so how `malloc` recycles large blocks decides
 //! whether a stream of large messages lands in warm pages or in fresh ones.
 
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What [`kept_free_bytes`] reports.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 static KEPT_FREE: AtomicUsize = AtomicUsize::new(0);
 
 /// How much freed memory at the top of the heap `malloc` keeps for reuse,
@@ -12,7 +14,11 @@ static KEPT_FREE: AtomicUsize = AtomicUsize::new(0);
 /// or 0 if it set none (`malloc` tuned by the user, another C library).
 #[cfg(feature = "mpi")]
 pub(crate) fn kept_free_bytes() -> usize {
-    KEPT_FREE.load(Ordering::Relaxed)
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    let kept = KEPT_FREE.load(Ordering::Relaxed);
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let kept = 0;
+    kept
 }
 
 /// Has glibc's `malloc` keep the memory of freed large messages for the

@@ -169,11 +169,17 @@ impl Job {
             .stdout(stdout)
             .stderr(stderr)
             .process_group(0);
+        // Linux only: a rank dies with its launcher, however the launcher
+        // ends. Other systems have no such signal; there a launcher killed
+        // outright (SIGKILL) leaves its local ranks running, while every
+        // other way it ends still stops them (see `begin_stop`).
+        #[cfg(target_os = "linux")]
         let parent = std::process::id();
         // SAFETY: the closure runs in the forked child before exec, where only
         // async-signal-safe calls are allowed. prctl and getppid are system
         // calls; the closure allocates nothing and takes no lock (the errors
         // are built from raw error numbers).
+        #[cfg(target_os = "linux")]
         unsafe {
             command.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {

@@ -143,12 +143,16 @@ fn picks_among_blocks(len: usize, max_len: usize, cache: usize, steady: bool) ->
 }
 
 /// The cache [`picks_among_blocks`] weighs blocks against: the L2 cache's
-/// size as the C library reports it, or 1 MiB, a common size, if it does not.
+/// size as glibc reports it, or 1 MiB, a common size, if it does not (or
+/// on another C library, which has no such query).
 fn cache_size() -> usize {
     static SIZE: OnceLock<usize> = OnceLock::new();
     *SIZE.get_or_init(|| {
         // SAFETY: `sysconf` only reads a system parameter.
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
         let reported = unsafe { libc::sysconf(libc::_SC_LEVEL2_CACHE_SIZE) };
+        #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+        let reported: libc::c_long = 0;
         usize::try_from(reported)
             .ok()
             .filter(|&size| size > 0)

@@ -260,8 +260,13 @@ pub(crate) const QUICK_ACK_MIN: usize = 256 << 10;
 /// (9 of 12 below 5.5), 5.7-7.6 with; 16 MiB streams 4.7-6.9 without,
 /// 6.7-7.2 with. A failure changes nothing but the speed, so it is
 /// ignored.
+///
+/// Linux only: other systems have no such option (and nothing is done).
 pub(crate) fn ack_now(socket: &impl AsRawFd) {
+    #[cfg(target_os = "linux")]
     let _ = super::set_socket_option(socket, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
+    #[cfg(not(target_os = "linux"))]
+    let _ = socket;
 }
 
 /// Reassembles frames from one connection's byte stream.
