@@ -5,7 +5,7 @@
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// What [`kept_free_bytes`] reports.
+/// What `kept_free_bytes` reports.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 static KEPT_FREE: AtomicUsize = AtomicUsize::new(0);
 
@@ -15,10 +15,13 @@ static KEPT_FREE: AtomicUsize = AtomicUsize::new(0);
 #[cfg(feature = "mpi")]
 pub(crate) fn kept_free_bytes() -> usize {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    let kept = KEPT_FREE.load(Ordering::Relaxed);
+    {
+        KEPT_FREE.load(Ordering::Relaxed)
+    }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    let kept = 0;
-    kept
+    {
+        0
+    }
 }
 
 /// Has glibc's `malloc` keep the memory of freed large messages for the

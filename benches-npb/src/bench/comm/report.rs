@@ -79,6 +79,22 @@ fn run_of_each_sweep(runs: &[RunResult]) -> Vec<(usize, &RunResult)> {
     chosen
 }
 
+/// A JSON array of `row(size, figure)` for each size (in `sizes`' order)
+/// that has a figure in `figures` (one per size).
+fn rows_by_size<T: Copy>(
+    sizes: &[usize],
+    figures: &[Option<T>],
+    row: impl Fn(usize, T) -> Value,
+) -> Value {
+    Value::Array(
+        sizes
+            .iter()
+            .zip(figures)
+            .filter_map(|(&size, figure)| figure.map(|f| row(size, f)))
+            .collect(),
+    )
+}
+
 /// [`Paired`] figures of `runs` against `reference` at `size`, from the
 /// sweeps in which both measured it.
 fn paired(size: usize, runs: &[RunResult], reference: &[RunResult]) -> Option<Paired> {
@@ -494,49 +510,32 @@ impl Summary {
             .collect();
         let mut results = serde_json::Map::new();
         for c in &self.configs {
-            let rows: Vec<Value> = self
-                .sizes
-                .iter()
-                .zip(&c.best)
-                .filter_map(|(&size, best)| {
-                    best.map(|b| {
-                        json!({
-                            "size": size,
-                            "rtt_us": b.rtt_us,
-                            "rtt_min_us": b.rtt_min_us,
-                            "bw_bytes_per_s": b.bw_bytes_per_s,
-                            "bw_mib_per_s": mib_per_s(b.bw_bytes_per_s),
-                            "bw_max_bytes_per_s": b.bw_max_bytes_per_s,
-                            "rtt_iters": b.plan.rtt_iters,
-                            "window": b.plan.window,
-                            "windows": b.plan.windows,
-                        })
-                    })
+            let rows = rows_by_size(&self.sizes, &c.best, |size, b| {
+                json!({
+                    "size": size,
+                    "rtt_us": b.rtt_us,
+                    "rtt_min_us": b.rtt_min_us,
+                    "bw_bytes_per_s": b.bw_bytes_per_s,
+                    "bw_mib_per_s": mib_per_s(b.bw_bytes_per_s),
+                    "bw_max_bytes_per_s": b.bw_max_bytes_per_s,
+                    "rtt_iters": b.plan.rtt_iters,
+                    "window": b.plan.window,
+                    "windows": b.plan.windows,
                 })
-                .collect();
-            results.insert(c.config.name().to_owned(), Value::Array(rows));
+            });
+            results.insert(c.config.name().to_owned(), rows);
         }
         let mut paired = serde_json::Map::new();
         for p in &self.pairs {
-            let rows: Vec<Value> = self
-                .sizes
-                .iter()
-                .zip(&p.paired)
-                .filter_map(|(&size, paired)| {
-                    paired.map(|q| {
-                        json!({
-                            "size": size,
-                            "rtt_ratio": q.rtt,
-                            "bw_ratio": q.bw,
-                            "sweeps": q.sweeps,
-                        })
-                    })
+            let rows = rows_by_size(&self.sizes, &p.paired, |size, q| {
+                json!({
+                    "size": size,
+                    "rtt_ratio": q.rtt,
+                    "bw_ratio": q.bw,
+                    "sweeps": q.sweeps,
                 })
-                .collect();
-            paired.insert(
-                format!("{}/{}", p.config.name(), p.reference.name()),
-                Value::Array(rows),
-            );
+            });
+            paired.insert(format!("{}/{}", p.config.name(), p.reference.name()), rows);
         }
         let targets: Vec<Value> = self
             .targets()

@@ -30,7 +30,7 @@
 //! sender expects it to be received into memory of the receiver's
 //! choosing), leaving it in the socket: its owner may
 //! then read it straight into memory of its choosing
-//! ([`FrameReader::read_paused_into`]), or [resume](FrameReader::resume)
+//! ([`FrameReader::read_paused_from_socket`]), or [resume](FrameReader::resume)
 //! as above. That is how a large remote write lands in its region without
 //! a copy.
 
@@ -241,7 +241,7 @@ impl<S: Read + AsRawFd> Source for Socket<'_, S> {
 /// (`MTTL_TCP_SNDBUF`), so a payload that cannot be written in one go.
 /// Below it the acknowledgements cost more than they save: streaming
 /// 64 KiB messages, 4.9-5.1 GB/s acknowledged at once, 5.2-5.6 not.
-pub(crate) const QUICK_ACK_MIN: usize = 256 << 10;
+const QUICK_ACK_MIN: usize = 256 << 10;
 
 /// Has the kernel acknowledge what `socket` has received at once, rather
 /// than after its delayed-acknowledgement timer (`TCP_QUICKACK`; Linux
@@ -262,7 +262,7 @@ pub(crate) const QUICK_ACK_MIN: usize = 256 << 10;
 /// ignored.
 ///
 /// Linux only: other systems have no such option (and nothing is done).
-pub(crate) fn ack_now(socket: &impl AsRawFd) {
+fn ack_now(socket: &impl AsRawFd) {
     #[cfg(target_os = "linux")]
     let _ = super::set_socket_option(socket, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
     #[cfg(not(target_os = "linux"))]
@@ -322,16 +322,28 @@ impl FrameReader {
 
     /// Reads the payload this reader stopped at into `out[..len]`, where
     /// `filled` bytes of it already are: first what the read buffer holds,
-    /// then from `src` until it would block. Returns whether the payload is
+    /// then from the socket `src` until it would block (acknowledging a large
+    /// payload's reads at once, [`ack_now`]). Returns whether the payload is
     /// complete, after which the reader goes on with the next frame.
     ///
     /// # Panics
     ///
     /// Panics if the reader has not stopped at a payload, or `out` is
     /// shorter than it.
-    pub(crate) fn read_paused_into(
+    pub(crate) fn read_paused_from_socket<S: Read + AsRawFd>(
         &mut self,
-        src: &mut impl Read,
+        src: &mut S,
+        out: &mut [u8],
+        filled: &mut usize,
+    ) -> Result<bool, ReadError> {
+        self.read_paused_from(&mut Socket(src), out, filled)
+    }
+
+    /// [`read_paused_from_socket`](Self::read_paused_from_socket) from any
+    /// source.
+    fn read_paused_from(
+        &mut self,
+        src: &mut impl Source,
         out: &mut [u8],
         filled: &mut usize,
     ) -> Result<bool, ReadError> {
@@ -350,7 +362,12 @@ impl FrameReader {
         while *filled < header.len {
             match src.read(&mut out[*filled..]) {
                 Ok(0) => return Err(ReadError::Closed { mid_frame: true }),
-                Ok(n) => *filled += n,
+                Ok(n) => {
+                    if header.len >= QUICK_ACK_MIN {
+                        src.read_large();
+                    }
+                    *filled += n;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(ReadError::Io(e)),
@@ -733,7 +750,7 @@ mod tests {
                 match pauses % 3 {
                     0 => loop {
                         if reader
-                            .read_paused_into(&mut src, &mut out, &mut filled)
+                            .read_paused_from(&mut Plain(&mut src), &mut out, &mut filled)
                             .unwrap()
                         {
                             out.truncate(header.len);
@@ -747,7 +764,8 @@ mod tests {
                     },
                     1 => reader.resume().unwrap(),
                     _ => {
-                        let done = reader.read_paused_into(&mut src, &mut out, &mut filled);
+                        let done =
+                            reader.read_paused_from(&mut Plain(&mut src), &mut out, &mut filled);
                         assert!(!done.unwrap() || step == 1 << 20);
                         if reader.paused().is_some() {
                             reader.unpause(&out[..filled]).unwrap();

@@ -1015,15 +1015,10 @@ impl Comm for TcpComm {
             let Some(peer) = c.peers[source].as_mut() else {
                 return Ok(false);
             };
-            let before = filled;
-            let read = peer
+            match peer
                 .reader
-                .read_paused_into(&mut peer.stream, buf, &mut filled);
-            let large = placing.is_some_and(|e| e.len >= frame::QUICK_ACK_MIN);
-            if filled > before && large {
-                frame::ack_now(&peer.stream);
-            }
-            match read {
+                .read_paused_from_socket(&mut peer.stream, buf, &mut filled)
+            {
                 Ok(done) => Ok(done),
                 Err(e) => {
                     failed = Some(e);
