@@ -10,7 +10,7 @@
 //! |-----------------|--------------------|--------------------------------------|-------------------------------------|
 //! | [`Comm::init`]      | `_pmttl_cominit`   | `MPI_Init_thread`, `Comm_rank/size`  | the same, plus two private duplicates of `MPI_COMM_WORLD` |
 //! | [`Comm::finish`]    | `_pmttl_comfinish` | `MPI_Finalize`                       | the same                            |
-//! | [`Comm::probe`]     | `_pmttl_prob`      | `MPI_Iprobe(ANY_SOURCE, ANY_TAG)`    | `MPI_Test` of an always pre-posted `MPI_Irecv(ANY_SOURCE, ANY_TAG)` (cheaper per poll, one copy less) |
+//! | [`Comm::probe`]     | `_pmttl_prob`      | `MPI_Iprobe(ANY_SOURCE, ANY_TAG)`    | `MPI_Test` of an always pre-posted persistent receive from `ANY_SOURCE`, `ANY_TAG` (cheaper per poll, one copy less) |
 //! | [`Comm::send`]      | `_pmttl_asend`     | `MPI_Send`                           | `MPI_Send` up to 4000 B, else `MPI_Isend` + `MPI_Test` while draining |
 //! | [`Comm::nsend`]     | `_pmttl_nsend`     | `MPI_Isend`                          | the same                            |
 //! | [`Comm::send_done`] | `_pmttl_senddone`  | `MPI_Test`                           | the same                            |

@@ -313,6 +313,46 @@ fn many_outstanding_nsends(c: &mut AnyComm) {
     }
 }
 
+/// Rank 0 sends 600 messages of mixed sizes to rank 1, which keeps every
+/// other one and checks them all at the end: a backend that hands over the
+/// memory a message arrived in (MPI: the pre-posted buffer) must never
+/// write into it again, whether the receiver drops it at once (its memory
+/// comes back for the next message) or keeps it.
+fn kept_messages_stay_intact(c: &mut AnyComm) {
+    const N: usize = 600;
+    const LENS: [usize; 7] = [5000, 16 << 10, 40_000, 64 << 10, 100, 70_000, 4096];
+    if c.rank() == 0 {
+        let handles: Vec<_> = (0..N)
+            .map(|i| {
+                c.nsend(1, 3, pattern(i as u64, LENS[i % LENS.len()]))
+                    .unwrap()
+            })
+            .collect();
+        wait_all_sends(c, &handles);
+        assert_eq!(recv_from(c, 1).data, b"checked");
+    } else if c.rank() == 1 {
+        let mut kept = Vec::new();
+        for i in 0..N {
+            let m = recv_from(c, 0);
+            assert!(
+                m.data == pattern(i as u64, LENS[i % LENS.len()]),
+                "message {i} corrupted on arrival"
+            );
+            if i % 2 == 0 {
+                kept.push(m.data);
+            }
+        }
+        for (k, data) in kept.iter().enumerate() {
+            let i = 2 * k;
+            assert!(
+                *data == pattern(i as u64, LENS[i % LENS.len()]),
+                "kept message {i} changed after it was received"
+            );
+        }
+        c.send(0, 0, b"checked").unwrap();
+    }
+}
+
 /// Every rank sends many messages of mixed sizes to every rank (itself
 /// included) with `nsend`, while receiving; checksums must match.
 fn all_to_all_storm(c: &mut AnyComm) {
@@ -938,6 +978,17 @@ macro_rules! conformance_suite {
                     &name("many_outstanding_nsends"),
                     &[],
                     super::many_outstanding_nsends,
+                );
+            }
+
+            #[test]
+            fn kept_messages_stay_intact() {
+                run_job(
+                    stringify!($backend),
+                    2,
+                    &name("kept_messages_stay_intact"),
+                    &[],
+                    super::kept_messages_stay_intact,
                 );
             }
 

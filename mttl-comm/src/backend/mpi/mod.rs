@@ -15,8 +15,9 @@
 //!   whose `MPI_TAG_UB` allows);
 //! - the **large channel** carries the payloads the markers announce.
 //!
-//! This rank always has one `MPI_Irecv(ANY_SOURCE, ANY_TAG)` posted on the
-//! small channel (`posted.rs`): MPI matches a message against it as it
+//! This rank always has one receive from `ANY_SOURCE` with `ANY_TAG` posted
+//! on the small channel (`posted.rs`; persistent: `MPI_Recv_init` once,
+//! `MPI_Start` per message): MPI matches a message against it as it
 //! arrives, and polling is one `MPI_Test`. (Probing for an unknown message
 //! with `MPI_Iprobe` and then receiving it costs about 0.1 µs more per small
 //! round trip, and each empty `MPI_Iprobe` more than an `MPI_Test`.) A marker
@@ -36,7 +37,7 @@
 //! | primitive   | MPI                                                                    |
 //! |-------------|------------------------------------------------------------------------|
 //! | `init`      | `MPI_Init_thread(FUNNELED)`, `Comm_rank/size`, `Comm_dup` ×2, errors set to return |
-//! | `finish`    | `MPI_Test` every in-flight send and payload receive (draining meanwhile), `MPI_Cancel` the posted receive, `MPI_Finalize` |
+//! | `finish`    | `MPI_Test` every in-flight send and payload receive (draining meanwhile), `MPI_Cancel` and `MPI_Request_free` the posted receive, `MPI_Finalize` |
 //! | `probe`     | inbox, else `MPI_Test` of the posted receive                           |
 //! | `send`      | `MPI_Send` up to [`EAGER_MAX`] bytes, else (marker and) `MPI_Isend` + `MPI_Test` |
 //! | `nsend`     | (marker and) `MPI_Isend` owning the buffer                             |

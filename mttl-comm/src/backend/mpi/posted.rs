@@ -1,5 +1,5 @@
-//! The pre-posted receive: one `MPI_Irecv(ANY_SOURCE, ANY_TAG)` on the small
-//! channel, always waiting for the next message.
+//! The pre-posted receive: one receive from any source with any tag on the
+//! small channel, always waiting for the next message.
 //!
 //! A receive posted before its message arrives is matched by MPI as the
 //! message comes in and filled straight from the transport; polling it is an
@@ -8,6 +8,12 @@
 //! found) makes MPI queue the message as unexpected, search that queue twice
 //! and copy the data once more: about 0.1 µs more per 8-byte round trip here,
 //! and each unsuccessful `MPI_Iprobe` costs several times a `MPI_Test`.
+//!
+//! The receive is persistent (`MPI_Recv_init` once, `MPI_Start` per
+//! message), bound to the buffer's address. A buffer that goes out with a
+//! message is replaced by a new one, which the allocator usually places at
+//! the same address once the caller has dropped that message; the receive
+//! is made again only when the address changed.
 //!
 //! A posted receive must be large enough for whatever matches it, so only
 //! messages of at most [`SMALL_MAX`] bytes travel whole on the small channel.
@@ -20,20 +26,21 @@
 //! one sender share one channel, so they keep their order; payloads from one
 //! sender are received in marker order, so each lands under its own marker.
 //!
-//! The receive is re-posted lazily, at the next poll, so a rank that has just
-//! received does not pay for posting again before it can answer.
+//! The receive is started again lazily, at the next poll, so a rank that has
+//! just received does not pay for posting again before it can answer.
 //!
-//! Invariant: while a receive is posted its buffer is neither read, written
-//! nor freed; it is released only once `MPI_Test` reports the receive
-//! complete or [`Posted::withdraw`] has cancelled it. Dropping a `Posted`
-//! with a receive still posted leaks the buffer.
+//! Invariant: while the receive is active its buffer is neither read,
+//! written nor freed; it is released only once `MPI_Test` reports the
+//! receive complete or [`Posted::withdraw`] has cancelled it. The receive is
+//! started only while bound to the current buffer. Dropping a `Posted` with
+//! the receive active leaks the buffer.
 
 use std::ffi::c_int;
 use std::mem::{self, ManuallyDrop};
 
 use mpi::ffi;
 
-use super::raw::{Channel, MpiCode, Received, Request, World};
+use super::raw::{Channel, MpiCode, Persistent, Received, World};
 use super::SMALL_MAX;
 use crate::comm::{Envelope, Message, Rank, Tag};
 
@@ -140,9 +147,13 @@ pub(super) enum Arrival {
 /// The pre-posted receive and its buffer.
 #[derive(Debug)]
 pub(super) struct Posted {
-    /// The posted receive, if any.
-    request: Option<Request>,
-    /// Capacity [`SMALL_MAX`]; never touched while `request` is `Some`.
+    /// The persistent receive and the address it is bound to: `buf`'s, or
+    /// that of the buffer that last went out with a message (the allocator
+    /// often hands the same memory back for the next one).
+    receive: Option<(Persistent, *mut u8)>,
+    /// Whether `receive` is started and not yet reported complete.
+    active: bool,
+    /// Capacity [`SMALL_MAX`]; never touched while `active`.
     buf: ManuallyDrop<Vec<u8>>,
     /// MPI tags at or above this are markers (see `mod.rs`).
     marker_bit: c_int,
@@ -152,7 +163,8 @@ impl Posted {
     /// Nothing posted yet; the first [`poll`](Posted::poll) posts.
     pub(super) fn new(marker_bit: c_int) -> Posted {
         Posted {
-            request: None,
+            receive: None,
+            active: false,
             buf: ManuallyDrop::new(Vec::with_capacity(SMALL_MAX)),
             marker_bit,
         }
@@ -167,49 +179,70 @@ impl Posted {
         world: &World,
         placement: Option<&mut Placement<'_>>,
     ) -> Result<Option<Arrival>, MpiCode> {
-        let request = match &mut self.request {
-            Some(request) => request,
-            slot @ None => {
-                if self.buf.capacity() < SMALL_MAX {
-                    // The last buffer went out with a message. Allocated
-                    // only now, when the caller has likely dropped an older
-                    // message, so the allocator hands back that memory (still
-                    // in cache) instead of fresh memory.
-                    *self.buf = Vec::with_capacity(SMALL_MAX);
-                }
-                // SAFETY: `buf` has room for SMALL_MAX bytes and is left
-                // alone until the request completes or is cancelled (module
-                // invariant): `take` reads it only after `MPI_Test` reported
-                // completion, `withdraw` after the cancellation.
-                let request = unsafe {
-                    world.irecv(
-                        Channel::Small,
-                        None,
-                        None,
-                        self.buf.as_mut_ptr(),
-                        SMALL_MAX as c_int,
-                    )
-                }?;
-                slot.insert(request)
-            }
+        if !self.active {
+            self.post(world)?;
+        }
+        let Some((receive, _)) = &mut self.receive else {
+            unreachable!("an active receive exists")
         };
-        let Some(received) = world.test_recv(request)? else {
+        let Some(received) = world.test_persistent(receive)? else {
             return Ok(None);
         };
-        self.request = None;
+        self.active = false;
         self.take(received, placement).map(Some)
     }
 
-    /// Cancels the posted receive, for `finish`: what it had received
-    /// before the cancellation took effect, if anything.
-    pub(super) fn withdraw(&mut self, world: &World) -> Result<Option<Arrival>, MpiCode> {
-        let Some(request) = self.request.take() else {
-            return Ok(None);
-        };
-        match world.cancel(request)? {
-            Some(received) => self.take(received, None).map(Some),
-            None => Ok(None),
+    /// Starts the receive into `buf`, allocating a new buffer first if
+    /// the last one went out with a message.
+    #[inline]
+    fn post(&mut self, world: &World) -> Result<(), MpiCode> {
+        if self.buf.capacity() < SMALL_MAX {
+            // The last buffer went out with a message. Allocated only now,
+            // when the caller has likely dropped that message, so the
+            // allocator hands back its memory (still in cache), and the
+            // receive made for it is still bound to the right address.
+            *self.buf = Vec::with_capacity(SMALL_MAX);
         }
+        let at = self.buf.as_mut_ptr();
+        if let Some((receive, _)) = self.receive.take_if(|(_, bound)| *bound != at) {
+            world.free_persistent(receive)?;
+        }
+        let receive = match &mut self.receive {
+            Some((receive, _)) => receive,
+            slot @ None => {
+                // SAFETY: MPI only records the address here; see below.
+                let receive =
+                    unsafe { world.recv_init_any(Channel::Small, at, SMALL_MAX as c_int) }?;
+                &mut slot.insert((receive, at)).0
+            }
+        };
+        // SAFETY: the receive is bound to `buf` (checked above), which has
+        // room for SMALL_MAX bytes and is left alone while the receive is
+        // active (module invariant): `take` reads it only after `MPI_Test`
+        // reported completion, `withdraw` after the cancellation.
+        unsafe { world.start(receive) }?;
+        self.active = true;
+        Ok(())
+    }
+
+    /// Cancels the posted receive, for `finish`: what it had received
+    /// before the cancellation took effect, if anything. Frees the receive.
+    pub(super) fn withdraw(&mut self, world: &World) -> Result<Option<Arrival>, MpiCode> {
+        let mut arrival = None;
+        if self.active {
+            let Some((receive, _)) = &mut self.receive else {
+                unreachable!("an active receive exists")
+            };
+            let received = world.cancel_persistent(receive)?;
+            self.active = false;
+            if let Some(received) = received {
+                arrival = Some(self.take(received, None)?);
+            }
+        }
+        if let Some((receive, _)) = self.receive.take() {
+            world.free_persistent(receive)?;
+        }
+        Ok(arrival)
     }
 
     /// Reads what the completed receive put in the buffer, placing a whole
@@ -292,7 +325,7 @@ impl Posted {
 
 impl Drop for Posted {
     fn drop(&mut self) {
-        if self.request.is_none() {
+        if !self.active {
             // SAFETY: no receive is posted, so MPI does not hold the buffer;
             // `self` is being dropped, so it is dropped exactly once.
             unsafe { ManuallyDrop::drop(&mut self.buf) };

@@ -15,9 +15,9 @@
 //! `MPI_Finalize` (its owner, `MpiComm`, drops the rsmpi `Universe`, which
 //! finalises MPI, only after it stops using the `World`), and it is used from
 //! the thread that initialised MPI (`MpiComm` is `!Send`). Every buffer
-//! handed to `MPI_Isend` or `MPI_Irecv` stays alive, and unmodified for a
-//! send, until a test reports the request complete (see [`World::isend`] and
-//! [`World::irecv`]).
+//! handed to `MPI_Isend`, `MPI_Irecv` or a started persistent receive stays
+//! alive, and unmodified for a send, until a test reports the request
+//! complete (see [`World::isend`], [`World::irecv`] and [`World::start`]).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::fmt;
@@ -333,17 +333,116 @@ impl World {
         }))
     }
 
-    /// Withdraws a pre-posted receive: `MPI_Cancel`, then `MPI_Wait` until
-    /// MPI has let go of it. Returns what it received if a message matched it
-    /// before the cancellation took effect. Once this returns, MPI no longer
+    /// The byte count of a received message: `MPI_Get_count`.
+    #[inline]
+    fn count(&self, status: &ffi::MPI_Status) -> Result<c_int, MpiCode> {
+        let mut count: c_int = 0;
+        // SAFETY: `status` was filled in by MPI; the out-pointer is valid.
+        check(unsafe { ffi::MPI_Get_count(status, self.byte, &mut count) })?;
+        if count < 0 {
+            // MPI_UNDEFINED: not a whole number of bytes, which cannot happen
+            // for a byte datatype.
+            return Err(MpiCode(ffi::MPI_ERR_COUNT as c_int));
+        }
+        Ok(count)
+    }
+}
+
+/// A persistent receive (`MPI_Recv_init`), bound to one buffer address:
+/// started again and again with `MPI_Start`, it saves MPI building and
+/// releasing a request per message (small-message streams: 0.83 of raw
+/// MPI's bandwidth against 0.74 with an `MPI_Irecv` per message, paired
+/// medians of 10 jobs here). Active from [`World::start`] until the test
+/// that reports it complete (or [`World::cancel_persistent`]); while
+/// inactive, MPI does not touch the buffer. Freed, inactive, by
+/// [`World::free_persistent`] before MPI is finalised.
+#[derive(Debug)]
+pub(super) struct Persistent(ffi::MPI_Request);
+
+impl World {
+    /// `MPI_Recv_init` on `channel` from any source with any tag, of at
+    /// most `capacity` bytes into `buf`. Inactive until started.
+    ///
+    /// # Safety
+    ///
+    /// Each time the request is started, `buf` must be valid for writes of
+    /// `capacity` bytes, and neither freed nor otherwise accessed, until a
+    /// test reports it complete or a cancellation returns.
+    pub(super) unsafe fn recv_init_any(
+        &self,
+        channel: Channel,
+        buf: *mut u8,
+        capacity: c_int,
+    ) -> Result<Persistent, MpiCode> {
+        let mut request = MaybeUninit::<ffi::MPI_Request>::uninit();
+        // SAFETY: MPI only records the buffer here (caller's contract covers
+        // the starts). MPI is initialised (`World` invariant).
+        check(unsafe {
+            ffi::MPI_Recv_init(
+                buf.cast::<c_void>(),
+                capacity,
+                self.byte,
+                self.any_source,
+                self.any_tag,
+                self.comm(channel),
+                request.as_mut_ptr(),
+            )
+        })?;
+        // SAFETY: MPI_Recv_init succeeded, so it wrote the request handle.
+        Ok(Persistent(unsafe { request.assume_init() }))
+    }
+
+    /// `MPI_Start` of an inactive persistent receive.
+    ///
+    /// # Safety
+    ///
+    /// As for [`recv_init_any`](World::recv_init_any): the buffer is MPI's
+    /// until the receive completes or is cancelled.
+    #[inline]
+    pub(super) unsafe fn start(&self, request: &mut Persistent) -> Result<(), MpiCode> {
+        // SAFETY: an inactive persistent request (caller's contract).
+        check(unsafe { ffi::MPI_Start(&mut request.0) })
+    }
+
+    /// `MPI_Test` on an active persistent receive: the envelope once the
+    /// message has arrived whole, after which the request is inactive and
+    /// the buffer is the caller's again.
+    #[inline]
+    pub(super) fn test_persistent(
+        &self,
+        request: &mut Persistent,
+    ) -> Result<Option<Received>, MpiCode> {
+        let mut flag: c_int = 0;
+        let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
+        // SAFETY: a valid persistent request handle; the out-pointers are
+        // valid locals.
+        check(unsafe { ffi::MPI_Test(&mut request.0, &mut flag, status.as_mut_ptr()) })?;
+        if flag == 0 {
+            return Ok(None);
+        }
+        // SAFETY: the receive completed, so MPI filled in the status.
+        let status = unsafe { status.assume_init() };
+        Ok(Some(Received {
+            source: status.MPI_SOURCE,
+            tag: status.MPI_TAG,
+            len: self.count(&status)?,
+        }))
+    }
+
+    /// Withdraws an active persistent receive: `MPI_Cancel`, then
+    /// `MPI_Wait` until MPI has let go of it (the request is inactive
+    /// afterwards). Returns what it received if a message matched it before
+    /// the cancellation took effect. Once this returns, MPI no longer
     /// touches the receive's buffer.
-    pub(super) fn cancel(&self, mut request: Request) -> Result<Option<Received>, MpiCode> {
-        // SAFETY: `request.0` is an incomplete receive request (ownership of
-        // `request` proves it was never reported complete).
+    pub(super) fn cancel_persistent(
+        &self,
+        request: &mut Persistent,
+    ) -> Result<Option<Received>, MpiCode> {
+        // SAFETY: an active persistent receive.
         check(unsafe { ffi::MPI_Cancel(&mut request.0) })?;
         let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
         // SAFETY: as above; MPI_Wait completes the cancelled (or matched)
-        // request and fills in the status.
+        // request, leaving it inactive, and fills in the status.
         check(unsafe { ffi::MPI_Wait(&mut request.0, status.as_mut_ptr()) })?;
         // SAFETY: MPI_Wait succeeded, so it filled in the status.
         let status = unsafe { status.assume_init() };
@@ -360,17 +459,9 @@ impl World {
         }))
     }
 
-    /// The byte count of a received message: `MPI_Get_count`.
-    #[inline]
-    fn count(&self, status: &ffi::MPI_Status) -> Result<c_int, MpiCode> {
-        let mut count: c_int = 0;
-        // SAFETY: `status` was filled in by MPI; the out-pointer is valid.
-        check(unsafe { ffi::MPI_Get_count(status, self.byte, &mut count) })?;
-        if count < 0 {
-            // MPI_UNDEFINED: not a whole number of bytes, which cannot happen
-            // for a byte datatype.
-            return Err(MpiCode(ffi::MPI_ERR_COUNT as c_int));
-        }
-        Ok(count)
+    /// `MPI_Request_free` of an inactive persistent receive.
+    pub(super) fn free_persistent(&self, mut request: Persistent) -> Result<(), MpiCode> {
+        // SAFETY: an inactive persistent request: MPI holds no buffer for it.
+        check(unsafe { ffi::MPI_Request_free(&mut request.0) })
     }
 }
