@@ -917,6 +917,59 @@ fn ring_then_finish(c: &mut AnyComm) {
     assert_eq!(m.data, pattern(((me + size - 1) % size) as u64, 1000));
 }
 
+/// TCP only (MPI gives no notice of a peer that left): rank 0 sends rank 1
+/// a message and waits for the answer with `receive`; rank 1 takes the
+/// message and exits without finishing. Rank 0's wait must end at once with
+/// the loss of rank 1, not hang until its timeout.
+fn a_peer_that_exits_is_reported(
+    c: &mut AnyComm,
+    receive: fn(&mut AnyComm) -> Result<Option<Message>, mttl_comm::CommError>,
+) {
+    if c.rank() == 1 {
+        assert_eq!(recv_from(c, 0).data, b"ping");
+        // No finish, so no goodbye: the link just closes.
+        std::process::exit(0);
+    }
+    c.send(1, 1, b"ping").unwrap();
+    let start = Instant::now();
+    match receive(c) {
+        Err(e) => assert!(
+            matches!(e.kind, ErrorKind::PeerLost { peer: 1, .. }),
+            "expected the loss of rank 1, got: {e}"
+        ),
+        Ok(m) => panic!("expected the loss of rank 1, got {m:?}"),
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "the loss was reported only after {:?}",
+        start.elapsed()
+    );
+    // Rank 1 is gone: leave without finishing too.
+    std::process::exit(0);
+}
+
+#[test]
+fn tcp_recv_from_reports_a_peer_that_exits() {
+    run_job(
+        "tcp",
+        2,
+        "tcp_recv_from_reports_a_peer_that_exits",
+        &[],
+        |c| a_peer_that_exits_is_reported(c, |c| c.recv_from(1, Some(Duration::from_secs(30)))),
+    );
+}
+
+#[test]
+fn tcp_recv_any_reports_a_peer_that_exits() {
+    run_job(
+        "tcp",
+        2,
+        "tcp_recv_any_reports_a_peer_that_exits",
+        &[],
+        |c| a_peer_that_exits_is_reported(c, |c| c.recv_any(Some(Duration::from_secs(30)))),
+    );
+}
+
 macro_rules! conformance_suite {
     ($backend:ident) => {
         mod $backend {

@@ -8,7 +8,7 @@
 //! 1. Every rank binds a listener: rank 0 on `MTTL_ROOT`, the others on an
 //!    ephemeral port (loopback, or every interface with `MTTL_BIND=any`).
 //! 2. Every rank `i > 0` connects to rank 0 (retrying until the deadline: rank
-//!    0 may start later), authenticates ([`auth`](super::auth)) and sends its
+//!    0 may start later), authenticates ([`auth`]) and sends its
 //!    listening port. Rank 0 learns `i`'s address from the connection itself.
 //! 3. When all `size − 1` ranks have checked in, rank 0 sends each the table
 //!    of every rank's address. The rendezvous connection stays as the mesh

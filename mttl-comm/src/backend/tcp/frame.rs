@@ -282,6 +282,9 @@ pub(crate) struct FrameReader {
     /// The header this reader stopped at; its payload's first bytes may be
     /// in `buf[start..end]`, the rest is unread.
     paused: Option<Header>,
+    /// How many bytes [`read_from_socket`](FrameReader::read_from_socket)
+    /// has read so far.
+    bytes_read: u64,
 }
 
 impl FrameReader {
@@ -295,7 +298,14 @@ impl FrameReader {
             max_len,
             pause_large: false,
             paused: None,
+            bytes_read: 0,
         }
+    }
+
+    /// How many bytes [`read_from_socket`](FrameReader::read_from_socket)
+    /// has read so far: a caller learns from it whether a read got any.
+    pub(crate) fn bytes_read(&self) -> u64 {
+        self.bytes_read
     }
 
     /// From now on, stop at the header of every bulk payload too large for
@@ -475,6 +485,7 @@ impl FrameReader {
                         if large.header.len >= QUICK_ACK_MIN {
                             src.read_large();
                         }
+                        self.bytes_read += n as u64;
                         large.filled += n;
                         if large.filled == large.header.len {
                             if let Some(done) = self.large.take() {
@@ -509,6 +520,7 @@ impl FrameReader {
                     })
                 }
                 Ok(n) => {
+                    self.bytes_read += n as u64;
                     self.end += n;
                     if n < room && !to_the_end {
                         // A short read: the socket is drained for now. Parse

@@ -20,7 +20,11 @@
 //!   spins on zero-timeout polls until `MTTL_SPIN_US` have passed with no
 //!   link ready (a busy rank, or one in the middle of a stream, never pays
 //!   a wake-up), then parks in the kernel until a socket is ready or its
-//!   timeout passes (an idle rank uses no CPU).
+//!   timeout passes (an idle rank uses no CPU). A receive awaiting the
+//!   answer to what it sent spins by reading the answering link itself,
+//!   polling every link once per few looks: the answer then costs one
+//!   system call, not a poll and a read (8-byte round trips 7.4 → 6.7 µs
+//!   here).
 //! - **Memory**: a large payload is received straight into its message's
 //!   vector, uninitialised until the kernel writes it ([`frame`]), or, when
 //!   `recv_from_into` asks for it, into the caller's memory: each link's
@@ -71,6 +75,11 @@ use crate::error::{CommError, ErrorKind, Op};
 /// How many frames one `writev` gathers at most.
 const MAX_GATHER: usize = 32;
 
+/// While a wait spins: how many looks at the network make a round, after
+/// which it reads the clock, offers the core to other processes and, if it
+/// reads one link directly, polls them all (see `TcpComm::wait_until`).
+const POLLS_PER_ROUND: u32 = 8;
+
 /// How long `finish` waits for every peer's goodbye.
 const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -105,6 +114,9 @@ struct Peer {
     next_seq: u64,
     /// Every frame with a smaller sequence number is fully written.
     done_seq: u64,
+    /// `next_seq` when the link last delivered bytes: frames sent since
+    /// then likely await an answer (see `TcpComm::reads_directly`).
+    read_at_seq: u64,
     state: PeerState,
 }
 
@@ -286,6 +298,7 @@ impl TcpComm {
                     out: VecDeque::new(),
                     next_seq: 0,
                     done_seq: 0,
+                    read_at_seq: 0,
                     state: PeerState::Open,
                 }));
             }
@@ -450,12 +463,13 @@ impl TcpComm {
         resumed
     }
 
-    /// Reads everything `r`'s link has now (to its end if `closed`).
+    /// Reads everything `r`'s link has now (to its end if `closed`);
+    /// returns whether it read anything or found the link ended.
     ///
     /// A reader stopped at a large payload goes on past it, unless
     /// `recv_from_into` is placing it; one that stops at a large payload is
     /// noted in `paused`.
-    fn read_peer(&mut self, r: Rank, closed: bool) {
+    fn read_peer(&mut self, r: Rank, closed: bool) -> bool {
         let TcpComm {
             peers,
             incoming,
@@ -466,15 +480,16 @@ impl TcpComm {
             ..
         } = self;
         let Some(peer) = peers.get_mut(r).and_then(Option::as_mut) else {
-            return;
+            return false;
         };
         if matches!(
             peer.state,
             PeerState::Closed | PeerState::Lost(_) | PeerState::Malformed(_)
         ) || *placing == Some(r)
         {
-            return;
+            return false;
         }
+        let before = peer.reader.bytes_read();
         let mut goodbye = false;
         let result = peer.reader.resume().and_then(|()| {
             peer.reader
@@ -499,7 +514,11 @@ impl TcpComm {
                 if peer.reader.paused().is_some() && !paused.contains(&r) {
                     paused.push(r);
                 }
-                return;
+                let got = peer.reader.bytes_read() != before;
+                if got {
+                    peer.read_at_seq = peer.next_seq;
+                }
+                return got;
             }
             Err(ReadError::Closed { mid_frame: false }) if peer.state == PeerState::SaidGoodbye => {
                 PeerState::Closed
@@ -519,6 +538,33 @@ impl TcpComm {
             *lost = Some((r, end.clone()));
         }
         peer.state = end;
+        true
+    }
+
+    /// Whether a wait for `r`'s messages may poll by reading `r`'s link
+    /// alone: this rank has sent `r` something since the link last
+    /// delivered (an answer is awaited: a round trip, which a read per look
+    /// shortens), the link is open, has nothing waiting to be written (which
+    /// only the poll's writable events would flush), nobody is placing its
+    /// payload, and no link waits to be resumed.
+    ///
+    /// A stream's receiver, which sends nothing back, polls instead: reads
+    /// that find nothing lock the socket, and the sender's segments that
+    /// arrive meanwhile are then processed late, by the reader (measured
+    /// here: 4 KiB streams 7% slower reading directly).
+    fn reads_directly(&self, r: Rank) -> bool {
+        self.paused.is_empty()
+            && self.placing != Some(r)
+            && self
+                .peers
+                .get(r)
+                .and_then(Option::as_ref)
+                .is_some_and(|peer| {
+                    peer.next_seq != peer.read_at_seq
+                        && peer.state == PeerState::Open
+                        && peer.out.is_empty()
+                        && peer.reader.paused().is_none()
+                })
     }
 
     /// Writes as much of `r`'s outgoing FIFO as the socket takes.
@@ -579,10 +625,17 @@ impl TcpComm {
     /// (a large one, or many small ones that are not the one awaited) keeps
     /// the rank spinning, so a stream never pays a wake-up per piece, while
     /// a rank with nothing arriving still parks after the spin.
+    ///
+    /// A wait for the messages of one link (`watch`) spins by reading that
+    /// link alone, one system call per look, and polls every link only once
+    /// per [`POLLS_PER_ROUND`] looks: a message then costs its read only, not
+    /// a poll that reports it and then the read. Once per round too, the
+    /// clock is read and other processes are offered the core.
     fn wait_until(
         &mut self,
         op: Op,
         timeout: Option<Duration>,
+        watch: Option<Rank>,
         mut ready: impl FnMut(&mut Self) -> Result<bool, CommError>,
     ) -> Result<bool, CommError> {
         if ready(self)? {
@@ -590,20 +643,15 @@ impl TcpComm {
         }
         let start = Instant::now();
         let mut active = start;
-        let mut polled = false;
+        let mut spinning = true;
+        // Whether a link was ready since the clock was last read.
+        let mut was_ready = false;
+        let mut looks: u32 = 0;
         loop {
-            let elapsed = start.elapsed();
-            // A timeout ends the wait, but only after one look at the sockets.
-            if let Some(t) = timeout {
-                if polled && elapsed >= t {
-                    return Ok(false);
-                }
-            }
-            polled = true;
-            let wait = if active.elapsed() < self.spin {
+            let wait = if spinning {
                 Some(Duration::ZERO)
             } else {
-                timeout.map(|t| t.saturating_sub(elapsed))
+                timeout.map(|t| t.saturating_sub(start.elapsed()))
             };
             if self.poll.is_none() && wait.is_none() {
                 return Err(self.error(
@@ -616,18 +664,36 @@ impl TcpComm {
                     },
                 ));
             }
-            let ready_links = self.progress(wait).map_err(|e| self.io_error(op, e))?;
+            looks = looks.wrapping_add(1);
+            let round_done = looks % POLLS_PER_ROUND == 0;
+            let ready_links = match watch {
+                Some(r) if spinning && !round_done && self.reads_directly(r) => {
+                    usize::from(self.read_peer(r, false))
+                }
+                _ => self.progress(wait).map_err(|e| self.io_error(op, e))?,
+            };
             if ready(self)? {
                 return Ok(true);
             }
-            if ready_links > 0 {
-                active = Instant::now();
+            was_ready |= ready_links > 0;
+            // A timeout ends the wait, but only after one look at the
+            // sockets; a zero one after exactly one.
+            if spinning && !round_done && timeout != Some(Duration::ZERO) {
+                continue;
             }
-            // Spinning idly, with another look to come (a zero timeout means
-            // one look only): let another process have the core if one wants
+            let now = Instant::now();
+            if timeout.is_some_and(|t| now - start >= t) {
+                return Ok(false);
+            }
+            if was_ready {
+                active = now;
+                was_ready = false;
+            }
+            spinning = now - active < self.spin;
+            // Spinning idly: let another process have the core if one wants
             // it (ranks oversubscribing the cores); returns at once when
             // none does.
-            if ready_links == 0 && wait == Some(Duration::ZERO) && timeout != Some(Duration::ZERO) {
+            if spinning && ready_links == 0 {
                 std::thread::yield_now();
             }
         }
@@ -731,7 +797,9 @@ impl TcpComm {
         // Keep call order: earlier non-blocking sends go first.
         if !self.open_peer(op, dest)?.out.is_empty() {
             self.flush_peer(dest);
-            self.wait_until(op, None, |c| Ok(c.open_peer(op, dest)?.out.is_empty()))?;
+            self.wait_until(op, None, None, |c| {
+                Ok(c.open_peer(op, dest)?.out.is_empty())
+            })?;
         }
         let header = Header::data(tag, data.len(), bulk).encode();
         self.write_direct(op, dest, &header, data)
@@ -812,7 +880,7 @@ impl Comm for TcpComm {
     fn finish(mut self) -> Result<(), CommError> {
         let op = Op::Finish;
         // 1. Flush every outgoing FIFO.
-        let flushed = self.wait_until(op, Some(FINISH_TIMEOUT), |c| {
+        let flushed = self.wait_until(op, Some(FINISH_TIMEOUT), None, |c| {
             Ok(c.peers.iter().flatten().all(|p| {
                 p.out.is_empty() || !matches!(p.state, PeerState::Open | PeerState::SaidGoodbye)
             }))
@@ -840,7 +908,7 @@ impl Comm for TcpComm {
         }
         // 3. Read until every peer has said goodbye and closed.
         let before = self.incoming.len();
-        let all_closed = self.wait_until(op, Some(FINISH_TIMEOUT), |c| {
+        let all_closed = self.wait_until(op, Some(FINISH_TIMEOUT), None, |c| {
             Ok(c.peers
                 .iter()
                 .flatten()
@@ -949,7 +1017,7 @@ impl Comm for TcpComm {
         let op = Op::RecvFrom(source);
         self.check_rank(op, source)?;
         let mut found = None;
-        self.wait_until(op, timeout, |c| {
+        self.wait_until(op, timeout, Some(source), |c| {
             if let Some(i) = c.incoming.iter().position(|m| m.source == source) {
                 found = c.incoming.remove(i);
                 return Ok(true);
@@ -984,7 +1052,7 @@ impl Comm for TcpComm {
         let mut placing: Option<Envelope> = None;
         let mut filled = 0;
         let mut failed = None;
-        let waited = self.wait_until(op, timeout, |c| {
+        let waited = self.wait_until(op, timeout, Some(source), |c| {
             if placing.is_none() {
                 if let Some(i) = c.incoming.iter().position(|m| m.source == source) {
                     found = c.incoming.remove(i);
@@ -1069,7 +1137,9 @@ impl Comm for TcpComm {
     fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
         let op = Op::RecvAny;
         let mut found = None;
-        self.wait_until(op, timeout, |c| {
+        // With one peer, the only link to watch is its.
+        let watch = (self.size == 2).then_some(1 - self.rank);
+        self.wait_until(op, timeout, watch, |c| {
             // Messages already received go first: a rank's last messages
             // before it died (an abort naming the cause) are not lost.
             if let Some(m) = c.incoming.pop_front() {
