@@ -1138,7 +1138,7 @@ impl Comm for TcpComm {
         let op = Op::RecvAny;
         let mut found = None;
         // With one peer, the only link to watch is its.
-        let watch = (self.size == 2).then_some(1 - self.rank);
+        let watch = (self.size == 2).then(|| 1 - self.rank);
         self.wait_until(op, timeout, watch, |c| {
             // Messages already received go first: a rank's last messages
             // before it died (an abort naming the cause) are not lost.
