@@ -316,21 +316,42 @@ impl World {
     /// whole, after which MPI has released the request and the buffer.
     #[inline]
     pub(super) fn test_recv(&self, request: &mut Request) -> Result<Option<Received>, MpiCode> {
+        // SAFETY: `request.0` is a handle MPI_Irecv returned that was not
+        // completed yet (see `test`).
+        unsafe { self.test_handle(&mut request.0) }
+    }
+
+    /// `MPI_Test` on a receive request: its envelope once complete.
+    ///
+    /// # Safety
+    ///
+    /// `handle` must be a receive request MPI returned and has not released:
+    /// one not reported complete yet, or a persistent one.
+    #[inline]
+    unsafe fn test_handle(
+        &self,
+        handle: &mut ffi::MPI_Request,
+    ) -> Result<Option<Received>, MpiCode> {
         let mut flag: c_int = 0;
         let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
-        // SAFETY: `request.0` is a handle MPI_Irecv returned that was not
-        // completed yet (see `test`); the out-pointers are valid locals.
-        check(unsafe { ffi::MPI_Test(&mut request.0, &mut flag, status.as_mut_ptr()) })?;
+        // SAFETY: a valid handle (caller's contract); the out-pointers are
+        // valid locals.
+        check(unsafe { ffi::MPI_Test(handle, &mut flag, status.as_mut_ptr()) })?;
         if flag == 0 {
             return Ok(None);
         }
         // SAFETY: the receive completed, so MPI filled in the status.
-        let status = unsafe { status.assume_init() };
-        Ok(Some(Received {
+        self.received(&unsafe { status.assume_init() }).map(Some)
+    }
+
+    /// The envelope a completed receive's status reports.
+    #[inline]
+    fn received(&self, status: &ffi::MPI_Status) -> Result<Received, MpiCode> {
+        Ok(Received {
             source: status.MPI_SOURCE,
             tag: status.MPI_TAG,
-            len: self.count(&status)?,
-        }))
+            len: self.count(status)?,
+        })
     }
 
     /// The byte count of a received message: `MPI_Get_count`.
@@ -412,21 +433,9 @@ impl World {
         &self,
         request: &mut Persistent,
     ) -> Result<Option<Received>, MpiCode> {
-        let mut flag: c_int = 0;
-        let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
-        // SAFETY: a valid persistent request handle; the out-pointers are
-        // valid locals.
-        check(unsafe { ffi::MPI_Test(&mut request.0, &mut flag, status.as_mut_ptr()) })?;
-        if flag == 0 {
-            return Ok(None);
-        }
-        // SAFETY: the receive completed, so MPI filled in the status.
-        let status = unsafe { status.assume_init() };
-        Ok(Some(Received {
-            source: status.MPI_SOURCE,
-            tag: status.MPI_TAG,
-            len: self.count(&status)?,
-        }))
+        // SAFETY: a persistent request MPI_Recv_init made, not freed yet
+        // (`free_persistent` takes it by value).
+        unsafe { self.test_handle(&mut request.0) }
     }
 
     /// Withdraws an active persistent receive: `MPI_Cancel`, then
@@ -452,11 +461,7 @@ impl World {
         if cancelled != 0 {
             return Ok(None);
         }
-        Ok(Some(Received {
-            source: status.MPI_SOURCE,
-            tag: status.MPI_TAG,
-            len: self.count(&status)?,
-        }))
+        self.received(&status).map(Some)
     }
 
     /// `MPI_Request_free` of an inactive persistent receive.
