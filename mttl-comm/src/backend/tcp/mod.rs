@@ -417,30 +417,22 @@ impl TcpComm {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(0),
             Err(e) => return Err(e),
         }
-        // (rank, readable, peer closed or error, writable)
-        let mut ready = [(0usize, false, false, false); 64];
+        // The events are moved out while their links are served (which
+        // needs `self`), and back for the next poll: no copy, no allocation.
+        let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
         let mut n = 0;
-        for ev in self.events.iter() {
-            if n == ready.len() {
-                break;
-            }
+        for ev in events.iter() {
+            let r = ev.token().0;
             let closed = ev.is_read_closed() || ev.is_error();
-            ready[n] = (
-                ev.token().0,
-                ev.is_readable() || closed,
-                closed,
-                ev.is_writable(),
-            );
-            n += 1;
-        }
-        for &(r, readable, closed, writable) in &ready[..n] {
-            if readable {
+            if ev.is_readable() || closed {
                 self.read_peer(r, closed);
             }
-            if writable {
+            if ev.is_writable() {
                 self.flush_peer(r);
             }
+            n += 1;
         }
+        self.events = events;
         Ok(n + resumed)
     }
 
