@@ -353,6 +353,85 @@ fn kept_messages_stay_intact(c: &mut AnyComm) {
     }
 }
 
+/// Lengths around the MPI backend's eager limit (4000 bytes) and twice it,
+/// where it sends a message as a head and the rest (Open MPI).
+const AROUND_EAGER: [usize; 10] = [3999, 4000, 4001, 4096, 6000, 7999, 8000, 8001, 100, 0];
+
+/// Ranks 1 and 2 each send rank 0 every length of [`AROUND_EAGER`] four
+/// times, with `send`, `nsend`, `nsend_bulk` and `send_bulk` in turn, so
+/// their heads and rests interleave at rank 0; rank 0 takes them with
+/// `recv_any`, `recv_from` and `recv_from_into` (into a buffer some fit,
+/// some do not) after probing, and checks every byte and each sender's
+/// order.
+fn messages_around_the_eager_limit_arrive_whole(c: &mut AnyComm) {
+    let rounds = 4 * AROUND_EAGER.len();
+    let len_of = |i: usize| AROUND_EAGER[i % AROUND_EAGER.len()];
+    let seed = |src: Rank, i: usize| (src as u64) << 32 | i as u64;
+    if c.rank() > 0 {
+        let me = c.rank();
+        let mut handles = Vec::new();
+        for i in 0..rounds {
+            let data = pattern(seed(me, i), len_of(i));
+            let tag = i as Tag;
+            match i % 4 {
+                0 => c.send(0, tag, &data).unwrap(),
+                1 => handles.push(c.nsend(0, tag, data).unwrap()),
+                2 => handles.push(c.nsend_bulk(0, tag, data).unwrap()),
+                _ => c.send_bulk(0, tag, &data).unwrap(),
+            }
+        }
+        wait_all_sends(c, &handles);
+        assert_eq!(recv_from(c, 0).data, b"all checked");
+        return;
+    }
+    let mut next = [0usize; 3];
+    let mut buf = vec![0u8; 6000];
+    for k in 0..2 * rounds {
+        // A sender with messages left, alternating while both have some.
+        let src = if next[1 + k % 2] < rounds {
+            1 + k % 2
+        } else {
+            2 - k % 2
+        };
+        let (source, tag, data) = match k % 3 {
+            0 => {
+                let m = recv_any(c);
+                (m.source, m.tag, m.data)
+            }
+            1 => {
+                let m = recv_from(c, src);
+                (m.source, m.tag, m.data)
+            }
+            _ => {
+                // A probe may see a split message only once it is whole.
+                if let Some(e) = c.probe().unwrap() {
+                    assert_eq!(e.len, len_of(e.tag as usize), "probe: wrong length");
+                }
+                match c
+                    .recv_from_into(src, Some(Duration::from_secs(60)), &mut buf, &|_| true)
+                    .unwrap()
+                    .expect("a message from a rank still sending")
+                {
+                    Received::Placed(e) => (e.source, e.tag, buf[..e.len].to_vec()),
+                    Received::Owned(m) => (m.source, m.tag, m.data),
+                }
+            }
+        };
+        let i = next[source];
+        assert_eq!(tag as usize, i, "rank {source}'s messages out of order");
+        assert!(
+            data == pattern(seed(source, i), len_of(i)),
+            "rank {source}'s message {i} ({} B) arrived corrupted or cut: {} B",
+            len_of(i),
+            data.len()
+        );
+        next[source] += 1;
+    }
+    assert_eq!(next, [0, rounds, rounds]);
+    c.send(1, 0, b"all checked").unwrap();
+    c.send(2, 0, b"all checked").unwrap();
+}
+
 /// Every rank sends many messages of mixed sizes to every rank (itself
 /// included) with `nsend`, while receiving; checksums must match.
 fn all_to_all_storm(c: &mut AnyComm) {
@@ -1042,6 +1121,17 @@ macro_rules! conformance_suite {
                     &name("kept_messages_stay_intact"),
                     &[],
                     super::kept_messages_stay_intact,
+                );
+            }
+
+            #[test]
+            fn messages_around_the_eager_limit_arrive_whole() {
+                run_job(
+                    stringify!($backend),
+                    3,
+                    &name("messages_around_the_eager_limit_arrive_whole"),
+                    &[],
+                    super::messages_around_the_eager_limit_arrive_whole,
                 );
             }
 

@@ -26,12 +26,23 @@
 //! one sender share one channel, so they keep their order; payloads from one
 //! sender are received in marker order, so each lands under its own marker.
 //!
+//! A split message (`mod.rs`) arrives as its head, under its tag plus twice
+//! the marker bit, then the rest, the next message from the same sender on
+//! this channel. The head posts a receive of the rest from that sender
+//! right after itself in the buffer, and the pre-posted receive waits to be
+//! started again until the rest is in: MPI matches a message with the
+//! first posted receive that takes it, and the rest's is the only one
+//! posted. Polls test the rest's receive meanwhile (a probe reports the
+//! message once it is whole); the message then goes on as if it had
+//! arrived whole.
+//!
 //! The receive is started again lazily, at the next poll, so a rank that has
 //! just received does not pay for posting again before it can answer.
 //!
-//! Invariant: while the receive is active its buffer is neither read,
-//! written nor freed; it is released only once `MPI_Test` reports the
-//! receive complete or [`Posted::withdraw`] has cancelled it. The receive is
+//! Invariant: while the receive (or the receive of a split message's rest)
+//! is active its buffer is neither read, written nor freed; it is released
+//! only once `MPI_Test` reports the receive complete or
+//! [`Posted::withdraw`] has cancelled it (or received the rest). The receive is
 //! started only while bound to the current buffer. Dropping a `Posted` with
 //! the receive active leaks the buffer.
 
@@ -40,7 +51,7 @@ use std::mem::{self, ManuallyDrop};
 
 use mpi::ffi;
 
-use super::raw::{Channel, MpiCode, Persistent, Received, World};
+use super::raw::{Channel, MpiCode, Persistent, Received, Request, World};
 use super::SMALL_MAX;
 use crate::comm::{Envelope, Message, Rank, Tag};
 
@@ -144,6 +155,19 @@ pub(super) enum Arrival {
     },
 }
 
+/// The pending receive of the rest of a split message.
+#[derive(Debug)]
+struct Tail {
+    /// Into the buffer right after the head.
+    request: Request,
+    /// The sender.
+    source: c_int,
+    /// The message's tag.
+    tag: c_int,
+    /// The head's length.
+    head: usize,
+}
+
 /// The pre-posted receive and its buffer.
 #[derive(Debug)]
 pub(super) struct Posted {
@@ -153,7 +177,10 @@ pub(super) struct Posted {
     receive: Option<(Persistent, *mut u8)>,
     /// Whether `receive` is started and not yet reported complete.
     active: bool,
-    /// Capacity [`SMALL_MAX`]; never touched while `active`.
+    /// The receive of the rest of a split message whose head is in `buf`.
+    tail: Option<Tail>,
+    /// Capacity [`SMALL_MAX`]; never touched while `active` or while a
+    /// `tail` is pending (its receive writes after the head).
     buf: ManuallyDrop<Vec<u8>>,
     /// MPI tags at or above this are markers (see `mod.rs`).
     marker_bit: c_int,
@@ -165,6 +192,7 @@ impl Posted {
         Posted {
             receive: None,
             active: false,
+            tail: None,
             buf: ManuallyDrop::new(Vec::with_capacity(SMALL_MAX)),
             marker_bit,
         }
@@ -179,17 +207,94 @@ impl Posted {
         world: &World,
         placement: Option<&mut Placement<'_>>,
     ) -> Result<Option<Arrival>, MpiCode> {
-        if !self.active {
-            self.post(world)?;
+        if self.tail.is_none() {
+            if !self.active {
+                self.post(world)?;
+            }
+            let Some((receive, _)) = &mut self.receive else {
+                unreachable!("an active receive exists")
+            };
+            let Some(received) = world.test_persistent(receive)? else {
+                return Ok(None);
+            };
+            self.active = false;
+            if !self.start_tail(world, received)? {
+                return self.take(received, placement).map(Some);
+            }
         }
-        let Some((receive, _)) = &mut self.receive else {
-            unreachable!("an active receive exists")
-        };
-        let Some(received) = world.test_persistent(receive)? else {
+        self.poll_tail(world, placement)
+    }
+
+    /// If `received` is the head of a split message (`mod.rs`,
+    /// `split_head_for`), posts the receive of its rest right after it in
+    /// the buffer and returns `true`.
+    ///
+    /// The rest is the next message from the head's sender on the small
+    /// channel, and the only receive posted there now is this one (the
+    /// pre-posted one is started again only once the rest is in), so MPI
+    /// matches the rest with it.
+    #[inline]
+    fn start_tail(&mut self, world: &World, received: Received) -> Result<bool, MpiCode> {
+        let split_bit = 2 * self.marker_bit;
+        if received.tag < split_bit {
+            return Ok(false);
+        }
+        let tag = received.tag - split_bit;
+        if tag >= self.marker_bit {
+            return Err(MpiCode(ffi::MPI_ERR_TAG as c_int));
+        }
+        // MPI never writes more than the buffer's capacity.
+        let head = (received.len as usize).min(SMALL_MAX);
+        // SAFETY: `buf` has room for SMALL_MAX bytes, of which the rest may
+        // fill the `SMALL_MAX - head` after the head, and is left alone
+        // while the rest's receive is pending (module invariant): only
+        // `poll_tail` reads it, once `MPI_Test` reported the receive complete.
+        let request = unsafe {
+            world.irecv(
+                Channel::Small,
+                Some(received.source),
+                None,
+                self.buf.as_mut_ptr().add(head),
+                (SMALL_MAX - head) as c_int,
+            )
+        }?;
+        self.tail = Some(Tail {
+            request,
+            source: received.source,
+            tag,
+            head,
+        });
+        Ok(true)
+    }
+
+    /// Tests the receive of a split message's rest, if one is pending: the
+    /// whole message once it is in (placed, if `placement` takes it).
+    #[inline]
+    fn poll_tail(
+        &mut self,
+        world: &World,
+        placement: Option<&mut Placement<'_>>,
+    ) -> Result<Option<Arrival>, MpiCode> {
+        let Some(tail) = &mut self.tail else {
             return Ok(None);
         };
-        self.active = false;
-        self.take(received, placement).map(Some)
+        let Some(rest) = world.test_recv(&mut tail.request)? else {
+            return Ok(None);
+        };
+        let Tail {
+            source, tag, head, ..
+        } = *tail;
+        self.tail = None;
+        if rest.tag != tag {
+            // Not the rest of the head: the sender broke the protocol.
+            return Err(MpiCode::other());
+        }
+        let whole = Received {
+            source,
+            tag,
+            len: head as c_int + rest.len,
+        };
+        self.take(whole, placement).map(Some)
     }
 
     /// Starts the receive into `buf`, allocating a new buffer first if
@@ -226,7 +331,9 @@ impl Posted {
     }
 
     /// Cancels the posted receive, for `finish`: what it had received
-    /// before the cancellation took effect, if anything. Frees the receive.
+    /// before the cancellation took effect, if anything (a split message
+    /// whole: the rest is waited for, as its sender sent it right after the
+    /// head). Frees the receive.
     pub(super) fn withdraw(&mut self, world: &World) -> Result<Option<Arrival>, MpiCode> {
         let mut arrival = None;
         if self.active {
@@ -236,7 +343,15 @@ impl Posted {
             let received = world.cancel_persistent(receive)?;
             self.active = false;
             if let Some(received) = received {
-                arrival = Some(self.take(received, None)?);
+                if !self.start_tail(world, received)? {
+                    arrival = Some(self.take(received, None)?);
+                }
+            }
+        }
+        while self.tail.is_some() {
+            arrival = self.poll_tail(world, None)?;
+            if arrival.is_none() {
+                std::thread::yield_now();
             }
         }
         if let Some((receive, _)) = self.receive.take() {
@@ -325,7 +440,7 @@ impl Posted {
 
 impl Drop for Posted {
     fn drop(&mut self) {
-        if !self.active {
+        if !self.active && self.tail.is_none() {
             // SAFETY: no receive is posted, so MPI does not hold the buffer;
             // `self` is being dropped, so it is dropped exactly once.
             unsafe { ManuallyDrop::drop(&mut self.buf) };

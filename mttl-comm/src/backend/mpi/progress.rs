@@ -50,6 +50,14 @@ pub(super) enum Lead<'a> {
     Headed(c_int, &'a [u8]),
 }
 
+/// The head of a split message (see `mod.rs`, `split_head_for`): its first
+/// `len` bytes, sent ahead of the rest under `tag` on the small channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Split {
+    pub(super) len: usize,
+    pub(super) tag: c_int,
+}
+
 /// The largest message a headed marker carries; a larger head goes as a
 /// message of its own, before a plain marker.
 pub(super) const HEAD_MAX: usize = 64;
@@ -340,79 +348,130 @@ impl MpiComm {
         data: &[u8],
         lead: Lead<'_>,
     ) -> Result<(), CommError> {
-        let channel = self
-            .announce(dest, tag, data.as_ptr(), data.len(), lead)
+        let (channel, split) = self
+            .announce(dest, tag, data, lead)
             .map_err(|code| self.mpi_error(op, code))?;
-        // SAFETY: `data` is borrowed for this whole function, and the
-        // function returns only once the send is over: `MPI_Test` reported it
-        // complete, or reported an error, after which MPI has finished with
-        // the request (it completed with that error).
-        let mut request = unsafe { self.world.isend(channel, dest, tag, data.as_ptr(), len) }
-            .map_err(|code| self.mpi_error(op, code))?;
+        let mut head = match split {
+            None => None,
+            Some(split) => Some(
+                // SAFETY: `data` is borrowed for this whole function, and the
+                // function returns only once each send is over: `MPI_Test`
+                // reported it complete, or reported an error, after which MPI
+                // has finished with the request (it completed with that
+                // error). The head is the first `split.len` bytes of `data`.
+                unsafe {
+                    self.world.isend(
+                        Channel::Small,
+                        dest,
+                        split.tag,
+                        data.as_ptr(),
+                        split.len as c_int,
+                    )
+                }
+                .map_err(|code| self.mpi_error(op, code))?,
+            ),
+        };
+        let sent = split.map_or(0, |split| split.len);
+        let data = &data[sent..];
+        let len = len - sent as c_int;
+        // SAFETY: as for the head.
+        let started = unsafe { self.world.isend(channel, dest, tag, data.as_ptr(), len) };
+        let mut request = match started {
+            Ok(request) => request,
+            Err(code) => {
+                if let Some(head) = &mut head {
+                    self.wait_without_draining(head);
+                }
+                return Err(self.mpi_error(op, code));
+            }
+        };
         // While the receiver copies the message this rank only waits for the
         // end, so it spins for about as long as the copy takes before parking
         // (a nap would delay the receiver's next step, e.g. its reply).
         let mut backoff = Backoff::new(self.spin + wait::transfer_time(data.len()), None);
         let mut polls = 0u32;
         loop {
-            match self.world.test(&mut request) {
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
-                Err(code) => return Err(self.mpi_error(op, code)),
+            // The head first: the rest is tested only once the head is over
+            // (a completed request is not tested again).
+            if let Some(head_request) = &mut head {
+                match self.world.test(head_request) {
+                    Ok(true) => head = None,
+                    Ok(false) => {}
+                    Err(code) => {
+                        // The head's send is over; the rest's must end too.
+                        self.wait_without_draining(&mut request);
+                        return Err(self.mpi_error(op, code));
+                    }
+                }
+            }
+            if head.is_none() {
+                match self.world.test(&mut request) {
+                    Ok(true) => return Ok(()),
+                    Ok(false) => {}
+                    Err(code) => return Err(self.mpi_error(op, code)),
+                }
             }
             polls = polls.wrapping_add(1);
             if polls % DRAIN_EVERY != 0 && !backoff.parked() {
                 backoff.idle();
                 continue;
             }
-            match self.drain_one(op) {
+            let failed = match self.drain_one(op) {
                 Ok(true) => {
                     backoff.progressed();
                     continue;
                 }
-                Ok(false) => {}
-                Err(error) => {
-                    self.wait_without_draining(&mut request);
-                    return Err(error);
+                Ok(false) if backoff.parked() => self.reap_all(op).err(),
+                Ok(false) => None,
+                Err(error) => Some(error),
+            };
+            if let Some(error) = failed {
+                // `data` must outlive the sends, even on an error.
+                if let Some(head) = &mut head {
+                    self.wait_without_draining(head);
                 }
-            }
-            if backoff.parked() {
-                if let Err(error) = self.reap_all(op) {
-                    // `data` must outlive the send, even on an error.
-                    self.wait_without_draining(&mut request);
-                    return Err(error);
-                }
+                self.wait_without_draining(&mut request);
+                return Err(error);
             }
             backoff.idle();
         }
     }
 
-    /// Sends what `lead` says goes ahead of a message of `len` bytes at
-    /// `data`: a marker if it is larger than the limit, or a headed marker;
-    /// returns the channel its payload goes on.
+    /// Sends what `lead` says goes ahead of the message `data`: a marker if
+    /// it is larger than the limit, or a headed marker. Returns the channel
+    /// the message goes on, and for a whole message on the small channel
+    /// that [`split_head`](MpiComm::split_head) splits, its head, which the
+    /// caller sends first.
     #[inline]
     pub(super) fn announce(
         &self,
         dest: c_int,
         tag: c_int,
-        data: *const u8,
-        len: usize,
+        data: &[u8],
         lead: Lead<'_>,
-    ) -> Result<Channel, MpiCode> {
+    ) -> Result<(Channel, Option<Split>), MpiCode> {
+        let len = data.len();
         let marker_tag = tag + self.marker_bit;
         match lead {
             Lead::MarkerAbove(limit) => {
                 debug_assert!(limit <= SMALL_MAX);
                 if len <= limit {
-                    return Ok(Channel::Small);
+                    let split = self
+                        .split_head
+                        .filter(|&head| head < len && len <= 2 * head)
+                        .map(|head| Split {
+                            len: head,
+                            tag: tag + 2 * self.marker_bit,
+                        });
+                    return Ok((Channel::Small, split));
                 }
-                let marker = marker_word(len, data);
+                let marker = marker_word(len, data.as_ptr());
                 self.world.send(Channel::Small, dest, marker_tag, &marker)?;
             }
             Lead::Headed(head_tag, head) => {
                 debug_assert!(head.len() <= HEAD_MAX);
                 let mut marker = [0u8; HEADED_LEN + HEAD_MAX];
-                marker[..MARKER_LEN].copy_from_slice(&marker_word(len, data));
+                marker[..MARKER_LEN].copy_from_slice(&marker_word(len, data.as_ptr()));
                 // MPI tags are never negative.
                 marker[MARKER_LEN..HEADED_LEN].copy_from_slice(&(head_tag as u32).to_le_bytes());
                 let end = HEADED_LEN + head.len();
@@ -421,7 +480,7 @@ impl MpiComm {
                     .send(Channel::Small, dest, marker_tag, &marker[..end])?;
             }
         }
-        Ok(Channel::Large)
+        Ok((Channel::Large, None))
     }
 
     /// Waits out a send whose buffer must not be released before it ends,

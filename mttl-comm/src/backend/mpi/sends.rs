@@ -18,6 +18,7 @@ use std::ffi::c_int;
 use std::fmt;
 use std::mem::ManuallyDrop;
 
+use super::progress::Split;
 use super::raw::{Channel, MpiCode, Request, World};
 
 /// What an `nsend` sends from.
@@ -42,6 +43,8 @@ impl Payload {
 /// One started `MPI_Isend` and the buffer it reads.
 struct InFlight {
     seq: u64,
+    /// The `MPI_Isend` of a split message's head, until seen complete.
+    head: Option<Request>,
     request: Request,
     /// Never dropped while the send may still read it (see the module doc);
     /// empty for a borrowed payload.
@@ -59,6 +62,21 @@ impl InFlight {
         // SAFETY: the send is complete (caller's contract); `self` is
         // consumed, so the buffer is dropped exactly once.
         unsafe { ManuallyDrop::drop(&mut self.buf) };
+    }
+}
+
+impl InFlight {
+    /// `MPI_Test` of the send (the head's first, for a split message):
+    /// whether all of it is complete.
+    #[inline]
+    fn test(&mut self, world: &World) -> Result<bool, MpiCode> {
+        if let Some(head) = &mut self.head {
+            if !world.test(head)? {
+                return Ok(false);
+            }
+            self.head = None;
+        }
+        world.test(&mut self.request)
     }
 }
 
@@ -137,15 +155,16 @@ impl PendingSends {
         seq
     }
 
-    /// Starts `MPI_Isend` of `payload` on `channel` to `dest` (an MPI rank
-    /// equal to `dest`) and keeps an owned payload until the send completes.
-    /// Returns its sequence number.
+    /// Starts `MPI_Isend` of the `len` bytes of `payload` on `channel` to
+    /// `dest` (an MPI rank equal to `dest`), a split message's head first,
+    /// and keeps an owned payload until the send completes. Returns its
+    /// sequence number.
     ///
     /// # Safety
     ///
-    /// A borrowed payload must stay valid and unchanged until `MPI_Test`
-    /// reports the send complete (its owner waits for [`test`](Self::test)
-    /// to say `Done`).
+    /// The payload must hold `len` bytes. A borrowed payload must stay
+    /// valid and unchanged until `MPI_Test` reports the send complete (its
+    /// owner waits for [`test`](Self::test) to say `Done`).
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(super) unsafe fn start(
@@ -156,22 +175,45 @@ impl PendingSends {
         mpi_dest: c_int,
         tag: c_int,
         len: c_int,
+        split: Option<Split>,
         payload: Payload,
     ) -> Result<u64, MpiCode> {
         let (ptr, buf) = match payload {
             Payload::Owned(buf) => (buf.as_ptr(), ManuallyDrop::new(buf)),
             Payload::Borrowed(ptr) => (ptr, ManuallyDrop::new(Vec::new())),
         };
-        // SAFETY: an owned `buf` moves into this table right below and stays
-        // there, never freed, until MPI_Test reports the send complete
-        // (module invariant); moving the `Vec` does not move its heap
-        // buffer. A borrowed payload stays valid as long (caller's
-        // contract). If MPI_Isend fails, no send was started and `buf` is
-        // freed below.
-        let started = unsafe { world.isend(channel, mpi_dest, tag, ptr, len) };
+        let head = match split {
+            None => None,
+            // SAFETY: an owned `buf` moves into this table right below and
+            // stays there, never freed, until MPI_Test reports the send (head
+            // and rest) complete (module invariant); moving the `Vec` does
+            // not move its heap buffer. A borrowed payload stays valid as
+            // long (caller's contract). If an MPI_Isend fails, what was
+            // started is waited for and `buf` is freed below.
+            Some(split) => match unsafe {
+                world.isend(Channel::Small, mpi_dest, split.tag, ptr, split.len as c_int)
+            } {
+                Ok(request) => Some(request),
+                Err(code) => {
+                    drop(ManuallyDrop::into_inner(buf));
+                    return Err(code);
+                }
+            },
+        };
+        let sent = split.map_or(0, |split| split.len);
+        // SAFETY: as above; the payload holds `len` bytes, of which the
+        // head took the first `sent`.
+        let started =
+            unsafe { world.isend(channel, mpi_dest, tag, ptr.add(sent), len - sent as c_int) };
         let request = match started {
             Ok(request) => request,
             Err(code) => {
+                if let Some(mut head) = head {
+                    // The head's send reads the buffer: let it end first.
+                    while let Ok(false) = world.test(&mut head) {
+                        std::thread::yield_now();
+                    }
+                }
                 drop(ManuallyDrop::into_inner(buf));
                 return Err(code);
             }
@@ -179,7 +221,12 @@ impl PendingSends {
         let queue = &mut self.per_dest[dest];
         let seq = queue.next_seq;
         queue.next_seq += 1;
-        queue.in_flight.push_back(InFlight { seq, request, buf });
+        queue.in_flight.push_back(InFlight {
+            seq,
+            head,
+            request,
+            buf,
+        });
         self.in_flight += 1;
         Ok(seq)
     }
@@ -201,7 +248,7 @@ impl PendingSends {
         let Ok(at) = queue.in_flight.binary_search_by_key(&seq, |s| s.seq) else {
             return Ok(SendState::Done);
         };
-        if !world.test(&mut queue.in_flight[at].request)? {
+        if !queue.in_flight[at].test(world)? {
             return Ok(SendState::InFlight);
         }
         if let Some(done) = queue.in_flight.remove(at) {
@@ -221,7 +268,7 @@ impl PendingSends {
             let Some(oldest) = queue.in_flight.front_mut() else {
                 return Ok(());
             };
-            if !world.test(&mut oldest.request)? {
+            if !oldest.test(world)? {
                 return Ok(());
             }
             if let Some(done) = queue.in_flight.pop_front() {
@@ -247,7 +294,7 @@ impl PendingSends {
                 if failure.is_some() {
                     return true;
                 }
-                match world.test(&mut send.request) {
+                match send.test(world) {
                     Ok(true) => {
                         // SAFETY: MPI_Test reported the send complete, so MPI
                         // no longer reads the buffer; returning `false`
