@@ -234,22 +234,56 @@ fn combine_len_for(library: &str) -> usize {
 
 /// Where whole messages are split on the MPI library named `library`, with
 /// tags up to `tag_ub` and markers from `marker_bit` (see
-/// [`MpiComm::split_head`]): on Open MPI, messages of [`EAGER_MAX`] + 1 to
-/// twice that go as two messages, the first `EAGER_MAX` bytes under the
-/// tag plus twice the marker bit, then the rest under the tag, both
-/// eagerly; the receiver joins them (`posted.rs`). Open MPI's shared memory
-/// sends a message past its 4 KiB eager fragment by rendezvous: the
-/// receiver matches a header, copies the data out of the sender's memory
-/// with a system call (`process_vm_readv`) and acknowledges, which costs
-/// more than a second eager message: a stream of 4 KiB messages, raw MPI,
-/// 4.0-4.2 GiB/s whole, 6.4-6.8 split in 4000 + 96 bytes (measured here).
-/// MPICH sends up to 8 KiB eagerly on shared memory, so nothing is split
-/// there; nor where the tags leave no room for the split heads' tags.
-fn split_head_for(library: &str, tag_ub: c_int, marker_bit: c_int) -> Option<usize> {
+/// [`MpiComm::split_head`]), if Open MPI moves messages between processes
+/// of a node through its shared-memory transport, `shared_memory`
+/// ([`open_mpi_shared_memory`]): messages of [`EAGER_MAX`] + 1 to twice
+/// that go as two messages, the first `EAGER_MAX` bytes under the tag plus
+/// twice the marker bit, then the rest under the tag, both eagerly; the
+/// receiver joins them (`posted.rs`). That transport sends a message past
+/// its 4 KiB eager fragment by rendezvous: the receiver matches a header,
+/// copies the data out of the sender's memory with a system call
+/// (`process_vm_readv`) and acknowledges, which costs more than a second
+/// eager message: a stream of 4 KiB messages, raw MPI, 4.0-4.2 GiB/s whole,
+/// 6.4-6.8 split in 4000 + 96 bytes (measured here). Other transports send
+/// such messages eagerly, and a second message only costs: Open MPI's TCP
+/// transport streamed split 4-8 KiB messages at 0.57-0.60 of raw MPI, with
+/// 1.5 times its round trips. So only messages to the same node are split
+/// ([`MpiComm::splits_to`]); nothing on MPICH (eager up to 8 KiB on shared
+/// memory), nor where the tags leave no room for the split heads' tags.
+fn split_head_for(
+    library: &str,
+    shared_memory: bool,
+    tag_ub: c_int,
+    marker_bit: c_int,
+) -> Option<usize> {
     let room = marker_bit
         .checked_mul(3)
         .is_some_and(|top| top - 1 <= tag_ub);
-    (library.starts_with("Open MPI") && room).then_some(EAGER_MAX)
+    (library.starts_with("Open MPI") && shared_memory && room).then_some(EAGER_MAX)
+}
+
+/// Whether Open MPI moves messages within a node through its ob1 PML and
+/// shared-memory BTL (vader), as it does by default without a UCX-capable
+/// network: the PML and BTL lists the user set (`OMPI_MCA_pml`,
+/// `OMPI_MCA_btl`, `None` if unset) allow them, and the UCX PML's plugin
+/// is not loaded in this process (`loaded_objects`: the paths of the
+/// shared objects mapped, `/proc/self/maps` on Linux; unknown, `None`,
+/// counts as loaded).
+fn open_mpi_shared_memory(
+    pml: Option<&str>,
+    btl: Option<&str>,
+    loaded_objects: Option<&str>,
+) -> bool {
+    let allows = |list: Option<&str>, names: &[&str]| match list.map(str::trim) {
+        None | Some("") => true,
+        Some(list) => match list.strip_prefix('^') {
+            Some(excluded) => !excluded.split(',').any(|c| names.contains(&c.trim())),
+            None => list.split(',').any(|c| names.contains(&c.trim())),
+        },
+    };
+    allows(pml, &["ob1"])
+        && allows(btl, &["vader", "sm"])
+        && loaded_objects.is_some_and(|maps| !maps.contains("mca_pml_ucx"))
 }
 
 /// Why a second `init` in one process fails.
@@ -297,8 +331,12 @@ pub struct MpiComm {
     /// Added to a tag, marks a marker (see `posted.rs`): `max_tag + 1`.
     marker_bit: c_int,
     /// Whole messages longer than this, up to twice as long, go as two
-    /// eager messages, this head and the rest ([`split_head_for`]).
+    /// eager messages, this head and the rest ([`split_head_for`]), to the
+    /// ranks `split_to` marks.
     split_head: Option<usize>,
+    /// Per rank, whether it shares this rank's node (its messages go
+    /// through shared memory, where splitting pays).
+    split_to: Vec<bool>,
     /// Present until `finish` (or drop) ends the job; dropping it calls
     /// `MPI_Finalize`.
     universe: Option<Universe>,
@@ -392,6 +430,16 @@ impl MpiComm {
                 max = self.max_tag
             )),
         )
+    }
+
+    /// Whether whole messages to the MPI rank `dest` may be split: it shares
+    /// this rank's node (see [`split_head_for`]).
+    #[inline]
+    fn splits_to(&self, dest: c_int) -> bool {
+        usize::try_from(dest)
+            .ok()
+            .and_then(|dest| self.split_to.get(dest))
+            .is_some_and(|&same| same)
     }
 
     /// Whether a message of `len` bytes to `dest` goes behind a headed
@@ -565,6 +613,20 @@ impl Comm for MpiComm {
         // them; on an MPI with fewer tags, the lower half for each.
         let max_tag = MIN_TAG_UB.min(tag_ub / 2);
         let library = launcher::library_name();
+        let shared_memory = open_mpi_shared_memory(
+            std::env::var("OMPI_MCA_pml").ok().as_deref(),
+            std::env::var("OMPI_MCA_btl").ok().as_deref(),
+            std::fs::read_to_string("/proc/self/maps").ok().as_deref(),
+        );
+        let mut split_to = vec![false; size];
+        for peer in world
+            .same_node_ranks()
+            .map_err(|code| init_error(Some(rank), ErrorKind::Mpi(code.describe())))?
+        {
+            if let Some(same) = usize::try_from(peer).ok().and_then(|p| split_to.get_mut(p)) {
+                *same = true;
+            }
+        }
         tracing::debug!(rank, size, "MPI backend up");
         Ok(MpiComm {
             world,
@@ -582,7 +644,8 @@ impl Comm for MpiComm {
             announced: None,
             max_tag,
             marker_bit: max_tag + 1,
-            split_head: split_head_for(&library, tag_ub, max_tag + 1),
+            split_head: split_head_for(&library, shared_memory, tag_ub, max_tag + 1),
+            split_to,
             universe: Some(universe),
             _funneled: PhantomData,
         })
@@ -811,7 +874,9 @@ impl Drop for MpiComm {
 
 #[cfg(test)]
 mod tests {
-    use super::{batch_len_for, combine_len_for, split_head_for, EAGER_MAX};
+    use super::{
+        batch_len_for, combine_len_for, open_mpi_shared_memory, split_head_for, EAGER_MAX,
+    };
 
     #[test]
     fn batches_and_combined_writes_stay_eager_on_mpich() {
@@ -823,16 +888,35 @@ mod tests {
     }
 
     #[test]
-    fn messages_are_split_on_open_mpi_when_the_tags_leave_room() {
+    fn messages_are_split_on_open_mpi_shared_memory_when_the_tags_leave_room() {
         let open_mpi = "Open MPI v4.1.4";
-        assert_eq!(split_head_for(open_mpi, i32::MAX, 32768), Some(EAGER_MAX));
+        let split =
+            |shared, tag_ub, marker_bit| split_head_for(open_mpi, shared, tag_ub, marker_bit);
+        assert_eq!(split(true, i32::MAX, 32768), Some(EAGER_MAX));
         // Split heads take the tags from twice the marker bit to thrice.
-        assert_eq!(
-            split_head_for(open_mpi, 3 * 32768 - 1, 32768),
-            Some(EAGER_MAX)
-        );
-        assert_eq!(split_head_for(open_mpi, 3 * 32768 - 2, 32768), None);
-        assert_eq!(split_head_for(open_mpi, i32::MAX, i32::MAX / 2), None);
-        assert_eq!(split_head_for("MPICH 4.0.2", i32::MAX, 32768), None);
+        assert_eq!(split(true, 3 * 32768 - 1, 32768), Some(EAGER_MAX));
+        assert_eq!(split(true, 3 * 32768 - 2, 32768), None);
+        assert_eq!(split(true, i32::MAX, i32::MAX / 2), None);
+        assert_eq!(split(false, i32::MAX, 32768), None);
+        assert_eq!(split_head_for("MPICH 4.0.2", true, i32::MAX, 32768), None);
+    }
+
+    #[test]
+    fn shared_memory_is_ob1_and_vader_without_ucx() {
+        let maps = Some("7f00 r-xp /usr/lib/openmpi/lib/openmpi3/mca_btl_vader.so\n");
+        assert!(open_mpi_shared_memory(None, None, maps));
+        assert!(open_mpi_shared_memory(
+            Some("ob1"),
+            Some("self,vader"),
+            maps
+        ));
+        assert!(open_mpi_shared_memory(None, Some("^tcp,openib"), maps));
+        assert!(open_mpi_shared_memory(None, Some("sm,self"), maps));
+        assert!(!open_mpi_shared_memory(Some("ucx"), None, maps));
+        assert!(!open_mpi_shared_memory(None, Some("tcp,self"), maps));
+        assert!(!open_mpi_shared_memory(None, Some("^vader"), maps));
+        let ucx = Some("7f00 r-xp /usr/lib/openmpi/lib/openmpi3/mca_pml_ucx.so\n");
+        assert!(!open_mpi_shared_memory(None, None, ucx));
+        assert!(!open_mpi_shared_memory(None, None, None));
     }
 }

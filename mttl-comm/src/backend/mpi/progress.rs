@@ -458,7 +458,7 @@ impl MpiComm {
                 if len <= limit {
                     let split = self
                         .split_head
-                        .filter(|&head| head < len && len <= 2 * head)
+                        .filter(|&head| head < len && len <= 2 * head && self.splits_to(dest))
                         .map(|head| Split {
                             len: head,
                             tag: tag + 2 * self.marker_bit,

@@ -179,6 +179,53 @@ impl World {
         Ok((rank, size))
     }
 
+    /// The ranks that share this process's node (its memory):
+    /// `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`, then an `MPI_Allgather`
+    /// of their ranks on that node's communicator. Collective: every rank
+    /// calls it during init.
+    pub(super) fn same_node_ranks(&self) -> Result<Vec<c_int>, MpiCode> {
+        let (rank, _) = self.rank_and_size()?;
+        // SAFETY: these extern statics are constants defined by rsmpi's C
+        // shim; reading them after MPI_Init is what they exist for.
+        let (shared, info_null, int) = unsafe {
+            (
+                ffi::RSMPI_COMM_TYPE_SHARED,
+                ffi::RSMPI_INFO_NULL,
+                ffi::RSMPI_INT32_T,
+            )
+        };
+        let mut node = MaybeUninit::<ffi::MPI_Comm>::uninit();
+        // SAFETY: MPI is initialised (`World` invariant); the out-pointer
+        // is valid.
+        check(unsafe {
+            ffi::MPI_Comm_split_type(self.small, shared, rank, info_null, node.as_mut_ptr())
+        })?;
+        // SAFETY: MPI_Comm_split_type succeeded, so it wrote the handle.
+        let mut node = unsafe { node.assume_init() };
+        let mut count: c_int = 0;
+        // SAFETY: `node` is a valid communicator; the out-pointer is valid.
+        let gathered = check(unsafe { ffi::MPI_Comm_size(node, &mut count) }).and_then(|()| {
+            let mut ranks = vec![0 as c_int; usize::try_from(count).unwrap_or(0)];
+            // SAFETY: `rank` is one `int` to send, `ranks` has room for one
+            // from each of the node's `count` processes.
+            check(unsafe {
+                ffi::MPI_Allgather(
+                    (&rank as *const c_int).cast::<c_void>(),
+                    1,
+                    int,
+                    ranks.as_mut_ptr().cast::<c_void>(),
+                    1,
+                    int,
+                    node,
+                )
+            })?;
+            Ok(ranks)
+        });
+        // SAFETY: `node` was made above and is freed once.
+        check(unsafe { ffi::MPI_Comm_free(&mut node) })?;
+        gathered
+    }
+
     /// The largest tag this MPI carries (the `MPI_TAG_UB` attribute; the
     /// standard promises at least 32767).
     pub(super) fn tag_ub(&self) -> Result<c_int, MpiCode> {
