@@ -13,6 +13,7 @@
 //! | `MTTL_ROOT`     | `host:port` where rank 0 listens for the rendezvous (TCP)      |
 //! | `MTTL_SECRET`   | the per-job secret, 64 hex digits (TCP)                        |
 //! | `MTTL_BIND`     | `loopback` (default) or `any` when the job spans hosts (TCP)   |
+//! | `MTTL_ROOT_FD`  | rank 0 only: the open rendezvous listener the launcher bound (TCP) |
 //!
 //! Read by the launcher ([`crate::launch`]), never by the backends:
 //!
@@ -35,6 +36,10 @@ use std::time::Duration;
 
 use crate::comm::Rank;
 use crate::error::{CommError, ErrorKind, Op};
+
+/// Variable naming the descriptor of the rendezvous listener that the
+/// launcher bound on `MTTL_ROOT`'s port and rank 0 inherited open.
+pub const ROOT_FD: &str = "MTTL_ROOT_FD";
 
 /// Variable naming the backend.
 pub const BACKEND: &str = "MTTL_BACKEND";

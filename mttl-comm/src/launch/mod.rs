@@ -13,16 +13,18 @@
 //! `MTTL_SECRET` (fresh random per job) and `MTTL_BIND`. `MTTL_NP` and
 //! `MTTL_TAG_OUTPUT` are removed, so ranks never launch again.
 //!
-//! - A local job gets `MTTL_ROOT=127.0.0.1:PORT`, a port found free by
-//!   binding port 0 and releasing it (rank 0 binds it again with
-//!   `SO_REUSEADDR`; the others retry until `MTTL_CONNECT_TIMEOUT`), and
+//! - A local job gets `MTTL_ROOT=127.0.0.1:PORT`, where `PORT` is that of a
+//!   listener the launcher binds (port 0: the kernel picks) and rank 0
+//!   inherits open (`MTTL_ROOT_FD`), so no other process can take the port
+//!   in between (the other ranks retry until `MTTL_CONNECT_TIMEOUT`), and
 //!   `MTTL_BIND=loopback`.
 //! - With hosts (`--hosts`, `--hostfile`), ranks are placed as described in
 //!   [`hosts`](HostSlot). A job that has a rank on another machine gets
 //!   `MTTL_BIND=any` and `MTTL_ROOT=FIRST_HOST:PORT`, where `FIRST_HOST` is
 //!   the first host's name (this machine's host name if the first host is
-//!   `localhost`) and `PORT` is `MTTL_ROOT_PORT` if set, else a free port of
-//!   this machine if rank 0 runs here, else a random port in 20000..30000
+//!   `localhost`) and `PORT` is `MTTL_ROOT_PORT` if set, else that of a
+//!   listener bound and handed to rank 0 as above if rank 0 runs here, else
+//!   a random port in 20000..30000
 //!   (below Linux's ephemeral range, so it cannot be taken by an outgoing
 //!   connection).
 //! - A local rank gets the launcher's standard input if it is rank 0 and

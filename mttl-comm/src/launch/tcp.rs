@@ -7,6 +7,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::net::{Ipv4Addr, TcpListener};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -62,7 +63,11 @@ pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
         what: "make a secret for the job",
         source,
     })?);
-    let (root, bind) = rendezvous(&placement, &spec.hosts, &this_host)?;
+    let Rendezvous {
+        root,
+        bind,
+        mut listener,
+    } = rendezvous(&placement, &spec.hosts, &this_host)?;
     let cwd = std::env::current_dir().map_err(|source| LaunchError::System {
         what: "find the current directory",
         source,
@@ -91,6 +96,11 @@ pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
                     command.env_remove(name);
                 }
                 command.envs(vars).env(env::SECRET, &secret);
+                if rank == 0 {
+                    if let Some(listener) = &listener {
+                        pass_listener(&mut command, listener);
+                    }
+                }
                 (
                     command,
                     if rank == 0 {
@@ -117,22 +127,60 @@ pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
             job.abort();
             return Err(e);
         }
+        if rank == 0 {
+            // Rank 0 holds it now.
+            listener = None;
+        }
     }
+    drop(listener);
     job.supervise()
 }
 
-/// `MTTL_ROOT` and `MTTL_BIND` for a job placed as `placement`.
+/// Makes `command` (rank 0) inherit `listener` open, named by
+/// `MTTL_ROOT_FD`.
+fn pass_listener(command: &mut Command, listener: &TcpListener) {
+    let fd = listener.as_raw_fd();
+    command.env(env::ROOT_FD, fd.to_string());
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe calls are allowed: fcntl is a system call, and the
+    // closure allocates nothing and takes no lock. It clears close-on-exec
+    // on a descriptor the child inherited from this process, open as long
+    // as `listener` (the spawn happens while it is borrowed).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The rendezvous of a job: `MTTL_ROOT`, `MTTL_BIND`, and when rank 0 runs
+/// on this machine, the listener the launcher bound for it on `MTTL_ROOT`'s
+/// port (see [`Rendezvous::listener`]).
+#[derive(Debug)]
+struct Rendezvous {
+    root: String,
+    bind: &'static str,
+    /// Bound here, on a port the kernel picked, and handed to rank 0 open
+    /// (`MTTL_ROOT_FD`): a port found free and released for rank 0 to bind
+    /// again could be taken meanwhile, by another job's launcher even, whose
+    /// ranks would then meet this job's rank 0 (and be refused).
+    listener: Option<TcpListener>,
+}
+
+/// The rendezvous for a job placed as `placement`.
 fn rendezvous(
     placement: &[Option<String>],
     hosts: &[HostSlot],
     this_host: &str,
-) -> Result<(String, &'static str), LaunchError> {
-    let free_port = |ip: Ipv4Addr| {
+) -> Result<Rendezvous, LaunchError> {
+    let listen = |ip: Ipv4Addr| {
         TcpListener::bind((ip, 0))
-            .and_then(|listener| listener.local_addr())
-            .map(|addr| addr.port())
+            .and_then(|listener| Ok((listener.local_addr()?.port(), listener)))
             .map_err(|source| LaunchError::System {
-                what: "find a free port for the rendezvous",
+                what: "listen for the rendezvous",
                 source,
             })
     };
@@ -148,12 +196,15 @@ fn rendezvous(
             })
         }
         (false, _, _) => {
-            return Ok((
-                format!("127.0.0.1:{}", free_port(Ipv4Addr::LOCALHOST)?),
-                "loopback",
-            ))
+            let (port, listener) = listen(Ipv4Addr::LOCALHOST)?;
+            return Ok(Rendezvous {
+                root: format!("127.0.0.1:{port}"),
+                bind: "loopback",
+                listener: Some(listener),
+            });
         }
     };
+    let mut listener = None;
     let port = match std::env::var(env::ROOT_PORT).ok().filter(|v| !v.is_empty()) {
         Some(value) => match value.trim().parse::<u16>() {
             Ok(port) if port > 0 => port,
@@ -165,7 +216,11 @@ fn rendezvous(
                 })
             }
         },
-        None if placement.first().is_some_and(Option::is_none) => free_port(Ipv4Addr::UNSPECIFIED)?,
+        None if placement.first().is_some_and(Option::is_none) => {
+            let (port, bound) = listen(Ipv4Addr::UNSPECIFIED)?;
+            listener = Some(bound);
+            port
+        }
         None => {
             let mut bytes = [0u8; 2];
             getrandom::getrandom(&mut bytes).map_err(|e| LaunchError::System {
@@ -180,7 +235,11 @@ fn rendezvous(
     } else {
         format!("{first}:{port}")
     };
-    Ok((root, "any"))
+    Ok(Rendezvous {
+        root,
+        bind: "any",
+        listener,
+    })
 }
 
 /// The remote shell and its options: `MTTL_RSH` split on whitespace, or `ssh`.
@@ -462,7 +521,11 @@ mod tests {
 
     #[test]
     fn rendezvous_is_loopback_for_local_jobs() {
-        let (root, bind) = rendezvous(&[None, None], &[], "vm").expect("local");
+        let Rendezvous {
+            root,
+            bind,
+            listener,
+        } = rendezvous(&[None, None], &[], "vm").expect("local");
         assert_eq!(bind, "loopback");
         let port: u16 = root
             .strip_prefix("127.0.0.1:")
@@ -470,13 +533,17 @@ mod tests {
             .parse()
             .expect("port");
         assert!(port > 0);
+        let held = listener.expect("a listener held for rank 0");
+        assert_eq!(held.local_addr().expect("bound").port(), port);
     }
 
     #[test]
     fn rendezvous_names_the_first_host_when_spanning_hosts() {
         let hosts = [HostSlot::new("far"), HostSlot::new("vm")];
-        let (root, bind) = rendezvous(&[Some("far".into()), None], &hosts, "vm").expect("remote");
+        let remote = rendezvous(&[Some("far".into()), None], &hosts, "vm").expect("remote");
+        let (root, bind) = (remote.root, remote.bind);
         assert_eq!(bind, "any");
+        assert!(remote.listener.is_none(), "rank 0 is remote");
         let port: u16 = root
             .strip_prefix("far:")
             .expect("first host")
@@ -485,13 +552,14 @@ mod tests {
         assert!((20000..30000).contains(&port), "{port}");
 
         let hosts = [HostSlot::new("localhost"), HostSlot::new("far")];
-        let (root, _) =
+        let mixed =
             rendezvous(&[None, Some("far".into())], &hosts, "vm.example.org").expect("mixed");
-        assert!(root.starts_with("vm.example.org:"), "{root}");
+        assert!(mixed.root.starts_with("vm.example.org:"), "{}", mixed.root);
+        assert!(mixed.listener.is_some(), "rank 0 runs here");
 
         let hosts = [HostSlot::new("::2"), HostSlot::new("far")];
-        let (root, _) =
+        let ipv6 =
             rendezvous(&[Some("::2".into()), Some("far".into())], &hosts, "vm").expect("ipv6");
-        assert!(root.starts_with("[::2]:"), "{root}");
+        assert!(ipv6.root.starts_with("[::2]:"), "{}", ipv6.root);
     }
 }

@@ -34,6 +34,8 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::{FromRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -44,7 +46,7 @@ use tokio::sync::{mpsc as tmpsc, oneshot};
 
 use super::auth;
 use crate::comm::Rank;
-use crate::env::TcpLaunch;
+use crate::env::{self, TcpLaunch};
 
 /// The mesh links of a rank: `links[r]` is the socket to rank `r` (`None`
 /// for itself).
@@ -158,10 +160,22 @@ async fn resolve_root(root: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("MTTL_ROOT={root:?} has no IPv4 address"))
 }
 
-/// Step 1: the listener.
+/// How many connections a listener queues before accepting them.
+const LISTEN_BACKLOG: libc::c_int = 1024;
+
+/// Step 1: the listener. Rank 0 takes the one the launcher bound for it, if
+/// it inherited it ([`inherited_listener`]).
 async fn bind(launch: &TcpLaunch) -> Result<TcpListener, String> {
     let addr = if launch.rank == 0 {
         let root = resolve_root(&launch.root).await?;
+        let inherited = std::env::var(env::ROOT_FD).ok();
+        if let Some(listener) = inherited_listener(inherited.as_deref(), root.port()) {
+            listener
+                .set_nonblocking(true)
+                .map_err(|e| format!("cannot use the rendezvous listener: {e}"))?;
+            return TcpListener::from_std(listener)
+                .map_err(|e| format!("cannot use the rendezvous listener: {e}"));
+        }
         SocketAddr::new(bind_ip(launch), root.port())
     } else {
         SocketAddr::new(bind_ip(launch), 0)
@@ -174,8 +188,68 @@ async fn bind(launch: &TcpLaunch) -> Result<TcpListener, String> {
         .bind(addr)
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     socket
-        .listen(1024)
+        .listen(LISTEN_BACKLOG as u32)
         .map_err(|e| format!("cannot listen on {addr}: {e}"))
+}
+
+/// The rendezvous listener the launcher bound on `port` and left open in
+/// this process under the descriptor `fd` names (`MTTL_ROOT_FD`), taken
+/// once per process. `None` if the variable is unset or names anything but
+/// a listening TCP socket on `port` (a program started again by a rank
+/// inherits the variable, not the descriptor): rank 0 then binds the port
+/// itself.
+fn inherited_listener(fd: Option<&str>, port: u16) -> Option<std::net::TcpListener> {
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+    let fd: RawFd = fd?.trim().parse().ok()?;
+    let mut accepting: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt only writes `len` bytes into `accepting`; on a
+    // descriptor that is not a socket it fails and writes nothing.
+    let listening = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ACCEPTCONN,
+            (&mut accepting as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    } == 0
+        && accepting != 0;
+    // SAFETY: an all-zero `sockaddr_storage` is valid.
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut addr_len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let named = listening
+        // SAFETY: getsockname writes at most `addr_len` bytes into `addr`.
+        && unsafe {
+            libc::getsockname(
+                fd,
+                (&mut addr as *mut libc::sockaddr_storage).cast(),
+                &mut addr_len,
+            )
+        } == 0;
+    let on_port = named && i32::from(addr.ss_family) == libc::AF_INET && {
+        // SAFETY: the address family says it is a `sockaddr_in`, which
+        // `sockaddr_storage` is large and aligned enough to hold.
+        let inet =
+            unsafe { &*(&addr as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+        u16::from_be(inet.sin_port) == port
+    };
+    if !on_port || TAKEN.swap(true, Ordering::SeqCst) {
+        return None;
+    }
+    // SAFETY: `fd` is an open listening socket that this process inherited
+    // and nothing else in it owns (taken once, above); from here the
+    // listener owns it and closes it when dropped.
+    let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+    // SAFETY: fcntl and listen on a socket this process owns: the
+    // program's own children must not inherit it, and the whole job may
+    // knock at once (the launcher listened with the standard library's
+    // backlog of 128; listening again raises it, as rank 0's own does).
+    unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::listen(fd, LISTEN_BACKLOG);
+    }
+    Some(listener)
 }
 
 /// Steps 2-5.
@@ -485,6 +559,28 @@ async fn read_table(stream: &mut TcpStream, size: usize) -> std::io::Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rank 0 takes the launcher's listener only if the descriptor is a
+    /// listening TCP socket on the rendezvous port, and only once.
+    #[test]
+    fn rank_0_takes_an_inherited_listener_on_its_port_only() {
+        use std::os::fd::{AsRawFd, IntoRawFd};
+        let file = std::fs::File::open("/dev/null").expect("open /dev/null");
+        let not_a_socket = file.as_raw_fd().to_string();
+        assert!(inherited_listener(Some(&not_a_socket), 1).is_none());
+        assert!(inherited_listener(Some("not a number"), 1).is_none());
+        assert!(inherited_listener(None, 1).is_none());
+        let bound = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = bound.local_addr().expect("bound").port();
+        let fd = bound.into_raw_fd().to_string();
+        assert!(
+            inherited_listener(Some(&fd), port.wrapping_add(1)).is_none(),
+            "a listener on another port"
+        );
+        let taken = inherited_listener(Some(&fd), port).expect("the listener on its port");
+        assert_eq!(taken.local_addr().expect("bound").port(), port);
+        assert!(inherited_listener(Some(&fd), port).is_none(), "taken twice");
+    }
 
     /// Two ranks build their mesh in this process; each link probes its
     /// peer when silent.
