@@ -155,6 +155,17 @@ pub(super) enum Arrival {
     },
 }
 
+/// What a [`Posted`] has MPI receive into its buffer.
+#[derive(Debug)]
+enum Pending {
+    /// No receive: the buffer is this side's.
+    Nothing,
+    /// The persistent receive is started.
+    Posted,
+    /// The receive of a split message's rest, after its head.
+    Rest(Tail),
+}
+
 /// The pending receive of the rest of a split message.
 #[derive(Debug)]
 struct Tail {
@@ -175,12 +186,9 @@ pub(super) struct Posted {
     /// that of the buffer that last went out with a message (the allocator
     /// often hands the same memory back for the next one).
     receive: Option<(Persistent, *mut u8)>,
-    /// Whether `receive` is started and not yet reported complete.
-    active: bool,
-    /// The receive of the rest of a split message whose head is in `buf`.
-    tail: Option<Tail>,
-    /// Capacity [`SMALL_MAX`]; never touched while `active` or while a
-    /// `tail` is pending (its receive writes after the head).
+    /// What MPI may be writing into `buf`.
+    pending: Pending,
+    /// Capacity [`SMALL_MAX`]; never touched while a receive is pending.
     buf: ManuallyDrop<Vec<u8>>,
     /// MPI tags at or above this are markers (see `mod.rs`).
     marker_bit: c_int,
@@ -191,8 +199,7 @@ impl Posted {
     pub(super) fn new(marker_bit: c_int) -> Posted {
         Posted {
             receive: None,
-            active: false,
-            tail: None,
+            pending: Pending::Nothing,
             buf: ManuallyDrop::new(Vec::with_capacity(SMALL_MAX)),
             marker_bit,
         }
@@ -207,17 +214,15 @@ impl Posted {
         world: &World,
         placement: Option<&mut Placement<'_>>,
     ) -> Result<Option<Arrival>, MpiCode> {
-        if self.tail.is_none() {
-            if !self.active {
-                self.post(world)?;
-            }
-            let Some((receive, _)) = &mut self.receive else {
-                unreachable!("an active receive exists")
+        if !matches!(self.pending, Pending::Rest(_)) {
+            let receive = match (&self.pending, &mut self.receive) {
+                (Pending::Posted, Some((receive, _))) => receive,
+                _ => self.post(world)?,
             };
             let Some(received) = world.test_persistent(receive)? else {
                 return Ok(None);
             };
-            self.active = false;
+            self.pending = Pending::Nothing;
             if !self.start_tail(world, received)? {
                 return self.take(received, placement).map(Some);
             }
@@ -258,7 +263,7 @@ impl Posted {
                 (SMALL_MAX - head) as c_int,
             )
         }?;
-        self.tail = Some(Tail {
+        self.pending = Pending::Rest(Tail {
             request,
             source: received.source,
             tag,
@@ -275,7 +280,7 @@ impl Posted {
         world: &World,
         placement: Option<&mut Placement<'_>>,
     ) -> Result<Option<Arrival>, MpiCode> {
-        let Some(tail) = &mut self.tail else {
+        let Pending::Rest(tail) = &mut self.pending else {
             return Ok(None);
         };
         let Some(rest) = world.test_recv(&mut tail.request)? else {
@@ -284,7 +289,7 @@ impl Posted {
         let Tail {
             source, tag, head, ..
         } = *tail;
-        self.tail = None;
+        self.pending = Pending::Nothing;
         if rest.tag != tag {
             // Not the rest of the head: the sender broke the protocol.
             return Err(MpiCode::other());
@@ -300,7 +305,7 @@ impl Posted {
     /// Starts the receive into `buf`, allocating a new buffer first if
     /// the last one went out with a message.
     #[inline]
-    fn post(&mut self, world: &World) -> Result<(), MpiCode> {
+    fn post(&mut self, world: &World) -> Result<&mut Persistent, MpiCode> {
         if self.buf.capacity() < SMALL_MAX {
             // The last buffer went out with a message. Allocated only now,
             // when the caller has likely dropped that message, so the
@@ -326,8 +331,8 @@ impl Posted {
         // active (module invariant): `take` reads it only after `MPI_Test`
         // reported completion, `withdraw` after the cancellation.
         unsafe { world.start(receive) }?;
-        self.active = true;
-        Ok(())
+        self.pending = Pending::Posted;
+        Ok(receive)
     }
 
     /// Cancels the posted receive, for `finish`: what it had received
@@ -336,19 +341,16 @@ impl Posted {
     /// head). Frees the receive.
     pub(super) fn withdraw(&mut self, world: &World) -> Result<Option<Arrival>, MpiCode> {
         let mut arrival = None;
-        if self.active {
-            let Some((receive, _)) = &mut self.receive else {
-                unreachable!("an active receive exists")
-            };
+        if let (Pending::Posted, Some((receive, _))) = (&self.pending, &mut self.receive) {
             let received = world.cancel_persistent(receive)?;
-            self.active = false;
+            self.pending = Pending::Nothing;
             if let Some(received) = received {
                 if !self.start_tail(world, received)? {
                     arrival = Some(self.take(received, None)?);
                 }
             }
         }
-        while self.tail.is_some() {
+        while matches!(self.pending, Pending::Rest(_)) {
             arrival = self.poll_tail(world, None)?;
             if arrival.is_none() {
                 std::thread::yield_now();
@@ -440,7 +442,7 @@ impl Posted {
 
 impl Drop for Posted {
     fn drop(&mut self) {
-        if !self.active && self.tail.is_none() {
+        if matches!(self.pending, Pending::Nothing) {
             // SAFETY: no receive is posted, so MPI does not hold the buffer;
             // `self` is being dropped, so it is dropped exactly once.
             unsafe { ManuallyDrop::drop(&mut self.buf) };

@@ -32,6 +32,7 @@ use std::time::Duration;
 use super::inbox::Incoming;
 use super::posted::{marker_word, Arrival, Placement, HEADED_LEN, MARKER_LEN};
 use super::raw::{Channel, MpiCode, Request};
+use super::sends::isend_split;
 use super::wait::{self, Backoff};
 use super::{MpiComm, SMALL_MAX};
 use crate::comm::{Envelope, Message, Rank, Tag};
@@ -351,40 +352,13 @@ impl MpiComm {
         let (channel, split) = self
             .announce(dest, tag, data, lead)
             .map_err(|code| self.mpi_error(op, code))?;
-        let mut head = match split {
-            None => None,
-            Some(split) => Some(
-                // SAFETY: `data` is borrowed for this whole function, and the
-                // function returns only once each send is over: `MPI_Test`
-                // reported it complete, or reported an error, after which MPI
-                // has finished with the request (it completed with that
-                // error). The head is the first `split.len` bytes of `data`.
-                unsafe {
-                    self.world.isend(
-                        Channel::Small,
-                        dest,
-                        split.tag,
-                        data.as_ptr(),
-                        split.len as c_int,
-                    )
-                }
-                .map_err(|code| self.mpi_error(op, code))?,
-            ),
-        };
-        let sent = split.map_or(0, |split| split.len);
-        let data = &data[sent..];
-        let len = len - sent as c_int;
-        // SAFETY: as for the head.
-        let started = unsafe { self.world.isend(channel, dest, tag, data.as_ptr(), len) };
-        let mut request = match started {
-            Ok(request) => request,
-            Err(code) => {
-                if let Some(head) = &mut head {
-                    self.wait_without_draining(head);
-                }
-                return Err(self.mpi_error(op, code));
-            }
-        };
+        // SAFETY: `data` is borrowed for this whole function, and the
+        // function returns only once each send is over: `MPI_Test` reported
+        // it complete, or reported an error, after which MPI has finished
+        // with the request (it completed with that error).
+        let (mut head, mut request) =
+            unsafe { isend_split(&self.world, channel, dest, tag, data.as_ptr(), len, split) }
+                .map_err(|code| self.mpi_error(op, code))?;
         // While the receiver copies the message this rank only waits for the
         // end, so it spins for about as long as the copy takes before parking
         // (a nap would delay the receiver's next step, e.g. its reply).

@@ -40,6 +40,47 @@ impl Payload {
     }
 }
 
+/// `MPI_Isend` of the `len` bytes at `data` on `channel`, a split message's
+/// head first (see `progress.rs`, `Split`): the head's request, if any, and
+/// the rest's. If the rest's send cannot start, waits for the head's to end
+/// before returning the error, so that nothing reads `data` any more.
+///
+/// # Safety
+///
+/// `data` must be valid for reads of `len` bytes, and neither freed nor
+/// written until `MPI_Test` reports both sends complete.
+pub(super) unsafe fn isend_split(
+    world: &World,
+    channel: Channel,
+    dest: c_int,
+    tag: c_int,
+    data: *const u8,
+    len: c_int,
+    split: Option<Split>,
+) -> Result<(Option<Request>, Request), MpiCode> {
+    let mut head = None;
+    if let Some(split) = split {
+        // SAFETY: the head is the first `split.len` of the `len` bytes the
+        // caller keeps valid.
+        let started =
+            unsafe { world.isend(Channel::Small, dest, split.tag, data, split.len as c_int) };
+        head = Some(started?);
+    }
+    let sent = split.map_or(0, |split| split.len);
+    // SAFETY: as above, the bytes after the head.
+    match unsafe { world.isend(channel, dest, tag, data.add(sent), len - sent as c_int) } {
+        Ok(request) => Ok((head, request)),
+        Err(code) => {
+            if let Some(head) = &mut head {
+                while let Ok(false) = world.test(head) {
+                    std::thread::yield_now();
+                }
+            }
+            Err(code)
+        }
+    }
+}
+
 /// One started `MPI_Isend` and the buffer it reads.
 struct InFlight {
     seq: u64,
@@ -182,38 +223,16 @@ impl PendingSends {
             Payload::Owned(buf) => (buf.as_ptr(), ManuallyDrop::new(buf)),
             Payload::Borrowed(ptr) => (ptr, ManuallyDrop::new(Vec::new())),
         };
-        let head = match split {
-            None => None,
-            // SAFETY: an owned `buf` moves into this table right below and
-            // stays there, never freed, until MPI_Test reports the send (head
-            // and rest) complete (module invariant); moving the `Vec` does
-            // not move its heap buffer. A borrowed payload stays valid as
-            // long (caller's contract). If an MPI_Isend fails, what was
-            // started is waited for and `buf` is freed below.
-            Some(split) => match unsafe {
-                world.isend(Channel::Small, mpi_dest, split.tag, ptr, split.len as c_int)
-            } {
-                Ok(request) => Some(request),
-                Err(code) => {
-                    drop(ManuallyDrop::into_inner(buf));
-                    return Err(code);
-                }
-            },
-        };
-        let sent = split.map_or(0, |split| split.len);
-        // SAFETY: as above; the payload holds `len` bytes, of which the
-        // head took the first `sent`.
-        let started =
-            unsafe { world.isend(channel, mpi_dest, tag, ptr.add(sent), len - sent as c_int) };
-        let request = match started {
-            Ok(request) => request,
+        // SAFETY: an owned `buf` moves into this table right below and stays
+        // there, never freed, until MPI_Test reports the send (head and rest)
+        // complete (module invariant); moving the `Vec` does not move its
+        // heap buffer. A borrowed payload stays valid as long (caller's
+        // contract). If the sends cannot start, nothing reads `buf` any more
+        // and it is freed below.
+        let started = unsafe { isend_split(world, channel, mpi_dest, tag, ptr, len, split) };
+        let (head, request) = match started {
+            Ok(started) => started,
             Err(code) => {
-                if let Some(mut head) = head {
-                    // The head's send reads the buffer: let it end first.
-                    while let Ok(false) = world.test(&mut head) {
-                        std::thread::yield_now();
-                    }
-                }
                 drop(ManuallyDrop::into_inner(buf));
                 return Err(code);
             }
