@@ -128,11 +128,11 @@ pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
             return Err(e);
         }
         if rank == 0 {
-            // Rank 0 holds it now.
+            // Rank 0 holds it now (started first, before the job is
+            // supervised).
             listener = None;
         }
     }
-    drop(listener);
     job.supervise()
 }
 
