@@ -30,7 +30,9 @@
 //! message in bytes, default 1 GiB), `MTTL_CONNECT_TIMEOUT` (seconds allowed
 //! for the bootstrap, default 30), `MTTL_TCP_SNDBUF` (the TCP backend's
 //! socket send buffer in bytes, default 256 KiB; 0 leaves it to the
-//! kernel's automatic sizing).
+//! kernel's automatic sizing), `MTTL_LINK_TIMEOUT` (seconds a TCP link may
+//! show no sign of its peer's host before the peer counts as lost, at least
+//! 5, default 25).
 
 use std::time::Duration;
 
@@ -61,6 +63,8 @@ pub const MAX_MESSAGE: &str = "MTTL_MAX_MESSAGE";
 pub const CONNECT_TIMEOUT: &str = "MTTL_CONNECT_TIMEOUT";
 /// Variable holding the TCP socket send buffer size, in bytes.
 pub const TCP_SNDBUF: &str = "MTTL_TCP_SNDBUF";
+/// Variable holding how long a TCP link may stay silent, in seconds.
+pub const LINK_TIMEOUT: &str = "MTTL_LINK_TIMEOUT";
 
 /// Variable asking a program to launch itself as a job of that many ranks.
 pub const NP: &str = "MTTL_NP";
@@ -261,10 +265,49 @@ pub fn tcp_send_buffer() -> Result<Option<usize>, CommError> {
     }
 }
 
+/// The shortest `MTTL_LINK_TIMEOUT`: keepalive probes are timed in whole
+/// seconds, and three must fit after at least a second of silence.
+pub const LINK_TIMEOUT_MIN: u64 = 5;
+
+/// `MTTL_LINK_TIMEOUT`: how long a TCP link may show no sign of life from
+/// its peer's host (no answer to keepalive probes while idle, no
+/// acknowledgement of data sent to it) before the peer counts as lost.
+pub fn link_timeout() -> Result<Duration, CommError> {
+    var(LINK_TIMEOUT).map_or(Ok(Duration::from_secs(25)), |v| parse_link_timeout(&v))
+}
+
+fn parse_link_timeout(value: &str) -> Result<Duration, CommError> {
+    let secs: u64 = parse_num(LINK_TIMEOUT, value)?;
+    if secs < LINK_TIMEOUT_MIN {
+        return Err(env_err(format!(
+            "{LINK_TIMEOUT}={value:?} is too short: at least {LINK_TIMEOUT_MIN} seconds"
+        )));
+    }
+    Ok(Duration::from_secs(secs))
+}
+
 /// `MTTL_CONNECT_TIMEOUT`: how long the bootstrap may take.
 pub fn connect_timeout() -> Result<Duration, CommError> {
     match var(CONNECT_TIMEOUT) {
         Some(v) => Ok(Duration::from_secs_f64(parse_num(CONNECT_TIMEOUT, &v)?)),
         None => Ok(Duration::from_secs(30)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_timeouts_are_whole_seconds_from_the_minimum() {
+        assert_eq!(parse_link_timeout("25").unwrap(), Duration::from_secs(25));
+        assert_eq!(parse_link_timeout(" 5 ").unwrap(), Duration::from_secs(5));
+        let short = parse_link_timeout("4").unwrap_err().to_string();
+        assert!(
+            short.contains("MTTL_LINK_TIMEOUT=\"4\" is too short"),
+            "{short}"
+        );
+        let bad = parse_link_timeout("2.5").unwrap_err().to_string();
+        assert!(bad.contains("is not a valid number"), "{bad}");
     }
 }

@@ -73,7 +73,8 @@ fn mttlrun() -> Command {
     command
         .env_remove("MTTL_NP")
         .env_remove("MTTL_RSH")
-        .env_remove("MTTL_MPIRUN");
+        .env_remove("MTTL_MPIRUN")
+        .env_remove("MTTL_LINK_TIMEOUT");
     command
 }
 
@@ -608,12 +609,15 @@ fn fake_ssh(dir: &TestDir) -> PathBuf {
         "fake-ssh",
         &format!(
             r#"#!/bin/sh
-while [ $# -gt 0 ]; do case "$1" in -o) shift 2;; -*) shift;; *) break;; esac; done
+opts=""
+while [ $# -gt 0 ]; do case "$1" in -o) opts="$opts $2"; shift 2;; -*) shift;; *) break;; esac; done
 host=$1; shift
 printf '%s %s\n' "$host" "$*" >> '{log}'
+printf '%s\n' "$opts" >> '{opts}'
 exec setsid -w env -i PATH="$PATH" HOME="$HOME" sh -c "$*"
 "#,
-            log = dir.path().join("rsh.log").display()
+            log = dir.path().join("rsh.log").display(),
+            opts = dir.path().join("rsh.opts").display()
         ),
     )
 }
@@ -672,6 +676,30 @@ fn remote_ranks_start_through_the_remote_shell() {
     assert!(
         !log.contains(&secret),
         "the secret is not on a command line"
+    );
+    // A vanished host ends its ssh within MTTL_LINK_TIMEOUT (25 s).
+    let opts = std::fs::read_to_string(dir.path().join("rsh.opts")).expect("options logged");
+    for line in opts.lines() {
+        assert_eq!(
+            line.trim(),
+            "BatchMode=yes ServerAliveInterval=5 ServerAliveCountMax=5"
+        );
+    }
+}
+
+#[test]
+fn a_bad_link_timeout_stops_the_launch() {
+    let mut command = mttlrun();
+    command
+        .env("MTTL_LINK_TIMEOUT", "2")
+        .args(["-n", "2", "--", "true"]);
+    let (output, _) = run(command, LIMIT);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr)
+            .contains("MTTL_LINK_TIMEOUT=\"2\" is invalid: expected whole seconds, at least 5"),
+        "{}",
+        text(&output.stderr)
     );
 }
 

@@ -1,11 +1,12 @@
 # Installs the Debian packages the MPI backend needs to build and run: Open
 # MPI (library, headers, mpirun), libclang (for rsmpi's bindgen) and
-# pkg-config. Sourced by scripts/test-all and .ci/run; does nothing when
-# they are there.
+# pkg-config; and iproute2 (`ip`), with which a test stages a vanished host
+# in network namespaces. Sourced by scripts/test-all and .ci/run; does
+# nothing when they are there.
 
 install_deps() {
     local missing=() pkg
-    for pkg in openmpi-bin libopenmpi-dev libclang-dev pkg-config; do
+    for pkg in openmpi-bin libopenmpi-dev libclang-dev pkg-config iproute2; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     [ ${#missing[@]} -eq 0 ] && return 0

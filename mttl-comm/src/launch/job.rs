@@ -305,7 +305,8 @@ impl Job {
                         },
                         RankExit::Code(255),
                     ) => format!(
-                        " (255 is also how ssh reports its own failure: check that \
+                        " (255 is also how ssh reports its own failure, such as {host} \
+                         not answering for MTTL_LINK_TIMEOUT: check that \
                          `ssh -o BatchMode=yes {host} true` works)"
                     ),
                     _ => String::new(),

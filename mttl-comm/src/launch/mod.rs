@@ -34,9 +34,12 @@
 //!
 //! ## Remote ranks
 //!
-//! A rank on another host is started with `ssh -o BatchMode=yes HOST CMD`
-//! (`MTTL_RSH` replaces `ssh`; its words are split on whitespace, so
-//! `MTTL_RSH="ssh -p 2222"` works). `CMD` runs a small POSIX `sh` script
+//! A rank on another host is started with `ssh -o BatchMode=yes -o
+//! ServerAliveInterval=5 -o ServerAliveCountMax=5 HOST CMD` (the interval is
+//! a fifth of `MTTL_LINK_TIMEOUT`, so that `ssh` gives up on a host that
+//! stopped answering within that time, and the job stops; `MTTL_RSH`
+//! replaces `ssh`, and must take these options; its words are split on
+//! whitespace, so `MTTL_RSH="ssh -p 2222"` works). `CMD` runs a small POSIX `sh` script
 //! (so the remote login shell must accept POSIX quoting), which:
 //!
 //! 1. reads `MTTL_SECRET` from the first line of its standard input: the

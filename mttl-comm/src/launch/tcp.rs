@@ -12,6 +12,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use super::error::LaunchError;
 use super::hosts::{self, HostSlot};
@@ -73,6 +74,7 @@ pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
         source,
     })?;
     let (rsh, rsh_options) = remote_shell();
+    let alive_options = ssh_alive_options(link_timeout()?);
 
     let mut job = Job::new(spec.grace)?;
     for (rank, host) in placement.iter().enumerate() {
@@ -118,6 +120,7 @@ pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
                 command
                     .args(&rsh_options)
                     .args(["-o", "BatchMode=yes"])
+                    .args(&alive_options)
                     .arg(host)
                     .arg(remote);
                 (command, Input::Lifeline(format!("{secret}\n").into_bytes()))
@@ -242,6 +245,31 @@ fn rendezvous(
     })
 }
 
+/// `MTTL_LINK_TIMEOUT`, which the ranks read too: checked here first, so
+/// that a bad value stops the launch rather than every rank.
+fn link_timeout() -> Result<Duration, LaunchError> {
+    env::link_timeout().map_err(|_| LaunchError::BadEnv {
+        var: env::LINK_TIMEOUT,
+        value: std::env::var(env::LINK_TIMEOUT).unwrap_or_default(),
+        expected: "whole seconds, at least 5",
+    })
+}
+
+/// The options that make `ssh` check that a remote host still answers (a
+/// message through its connection every fifth of `limit`, the connection
+/// given up after five unanswered), so that a host that vanishes ends its
+/// rank's `ssh` within `limit` (`MTTL_LINK_TIMEOUT`), and with it the job,
+/// even while no other rank waits for that host.
+fn ssh_alive_options(limit: Duration) -> [String; 4] {
+    let interval = (limit.as_secs() / 5).max(1);
+    [
+        "-o".into(),
+        format!("ServerAliveInterval={interval}"),
+        "-o".into(),
+        "ServerAliveCountMax=5".into(),
+    ]
+}
+
 /// The remote shell and its options: `MTTL_RSH` split on whitespace, or `ssh`.
 fn remote_shell() -> (OsString, Vec<OsString>) {
     let value = std::env::var_os(env::RSH).unwrap_or_default();
@@ -332,6 +360,22 @@ fn push_quoted(line: &mut Vec<u8>, word: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ssh_checks_the_host_within_the_link_timeout() {
+        for (limit, interval) in [(25, "5"), (5, "1"), (7, "1"), (60, "12")] {
+            let options = ssh_alive_options(Duration::from_secs(limit));
+            assert_eq!(
+                options,
+                [
+                    "-o",
+                    &format!("ServerAliveInterval={interval}"),
+                    "-o",
+                    "ServerAliveCountMax=5"
+                ]
+            );
+        }
+    }
     use std::process::Stdio;
 
     fn sh_words(line: &[u8]) -> Vec<u8> {

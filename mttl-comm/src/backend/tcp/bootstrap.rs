@@ -357,38 +357,10 @@ async fn build(
         let std = s.into_std().map_err(|e| format!("link to rank {r}: {e}"))?;
         std.set_nodelay(true)
             .map_err(|e| format!("link to rank {r}: cannot set TCP_NODELAY: {e}"))?;
-        socket2::SockRef::from(&std)
-            .set_tcp_keepalive(&keepalive())
-            .map_err(|e| format!("link to rank {r}: cannot set TCP keepalive: {e}"))?;
         links[r] = Some(std);
     }
     Ok(links)
 }
-
-/// Keepalive probes on every link: after [`KEEPALIVE_IDLE`] of silence,
-/// one every [`KEEPALIVE_INTERVAL`], and the link fails after
-/// [`KEEPALIVE_RETRIES`] unanswered.
-///
-/// A peer whose process ends, even killed, has its kernel close the
-/// connection, which this rank sees at once. A peer *host* that vanishes
-/// (power loss, a cut network) sends nothing more, and without probes a
-/// rank waiting for it would wait for ever; with them, the wait ends about
-/// 25 s after the link fell silent, as a lost peer naming the rank. The
-/// peer's kernel answers the probes, so a rank that is merely busy (or
-/// stopped) is never taken for gone.
-pub(super) fn keepalive() -> socket2::TcpKeepalive {
-    socket2::TcpKeepalive::new()
-        .with_time(KEEPALIVE_IDLE)
-        .with_interval(KEEPALIVE_INTERVAL)
-        .with_retries(KEEPALIVE_RETRIES)
-}
-
-/// See [`keepalive`].
-pub(super) const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
-/// See [`keepalive`].
-pub(super) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
-/// See [`keepalive`].
-pub(super) const KEEPALIVE_RETRIES: u32 = 3;
 
 /// Accepts until every expected rank has connected and authenticated,
 /// sending each to `out`. Strangers and duplicates are refused and logged.
@@ -580,45 +552,5 @@ mod tests {
         let taken = inherited_listener(Some(&fd), port).expect("the listener on its port");
         assert_eq!(taken.local_addr().expect("bound").port(), port);
         assert!(inherited_listener(Some(&fd), port).is_none(), "taken twice");
-    }
-
-    /// Two ranks build their mesh in this process; each link probes its
-    /// peer when silent.
-    #[test]
-    fn mesh_links_probe_a_silent_peer() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let launch = move |rank| TcpLaunch {
-            rank,
-            size: 2,
-            root: format!("127.0.0.1:{port}"),
-            secret: [7; crate::env::SECRET_LEN],
-            bind_any: false,
-        };
-        let other = std::thread::spawn(move || connect_mesh(&launch(1), Duration::from_secs(20)));
-        let (links, mut guard) =
-            connect_mesh(&launch(0), Duration::from_secs(20)).expect("rank 0's mesh");
-        let (other_links, mut other_guard) =
-            other.join().expect("rank 1 ran").expect("rank 1's mesh");
-        for link in [&links[1], &other_links[0]] {
-            let sock = socket2::SockRef::from(link.as_ref().expect("a link to the peer"));
-            assert!(sock.keepalive().expect("SO_KEEPALIVE"));
-            assert_eq!(
-                sock.tcp_keepalive_time().expect("TCP_KEEPIDLE"),
-                KEEPALIVE_IDLE
-            );
-            assert_eq!(
-                sock.tcp_keepalive_interval().expect("TCP_KEEPINTVL"),
-                KEEPALIVE_INTERVAL
-            );
-            assert_eq!(
-                sock.tcp_keepalive_retries().expect("TCP_KEEPCNT"),
-                KEEPALIVE_RETRIES
-            );
-        }
-        guard.stop();
-        other_guard.stop();
     }
 }

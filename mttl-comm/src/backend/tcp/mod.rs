@@ -51,23 +51,28 @@
 //!   messages already received are taken (per-pair order: what a rank sent
 //!   before it died still arrives), `probe` and `recv_any` report it at once
 //!   (fail fast rather than hang), and any operation addressed to that peer
-//!   fails. A peer host that vanishes without closing anything is found by
-//!   TCP keepalive probes on every link (`bootstrap::keepalive`).
+//!   fails. A peer host that vanishes without closing anything is found
+//!   within `MTTL_LINK_TIMEOUT` (25 s): on an idle link by keepalive probes,
+//!   on one with data unacknowledged by a parked wait's looks at its
+//!   `TCP_INFO` ([`liveness`]).
 
 mod auth;
 mod bootstrap;
 mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
+mod liveness;
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use self::frame::{Frame, FrameKind, FrameReader, Header, ReadError, HEADER_LEN};
+use self::liveness::Liveness;
 use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env::{self, Launch, TcpLaunch};
 use crate::error::{CommError, ErrorKind, Op};
@@ -102,6 +107,8 @@ pub struct TcpComm {
     placing: Option<Rank>,
     self_seq: u64,
     guard: Option<bootstrap::Guard>,
+    /// Finds peer hosts that vanished (`liveness`).
+    liveness: Liveness,
 }
 
 /// One link's state.
@@ -269,6 +276,7 @@ impl TcpComm {
         let max_len = env::max_message()?;
         let spin = env::spin_time()?;
         let send_buffer = env::tcp_send_buffer()?;
+        let liveness = Liveness::new(env::link_timeout()?);
         let (poll, peers) = if size > 1 {
             let poll = Poll::new().map_err(|e| err(ErrorKind::Io(e)))?;
             let mut peers = Vec::with_capacity(size);
@@ -282,6 +290,9 @@ impl TcpComm {
                 if let Some(bytes) = send_buffer {
                     set_send_buffer(&link, bytes).map_err(|e| err(ErrorKind::Io(e)))?;
                 }
+                socket2::SockRef::from(&link)
+                    .set_tcp_keepalive(&liveness.keepalive())
+                    .map_err(|e| err(ErrorKind::Io(e)))?;
                 let mut stream = TcpStream::from_std(link);
                 poll.registry()
                     .register(
@@ -320,6 +331,7 @@ impl TcpComm {
             placing: None,
             self_seq: 0,
             guard,
+            liveness,
         })
     }
 
@@ -605,6 +617,34 @@ impl TcpComm {
         }
     }
 
+    /// While parked, once per [`Liveness::interval`]: fails every open link
+    /// that has had data unacknowledged, and no acknowledgement at all, for
+    /// `MTTL_LINK_TIMEOUT` (see [`liveness`]).
+    fn check_links(&mut self) {
+        if !self.liveness.due(Instant::now()) {
+            return;
+        }
+        let limit = self.liveness.limit();
+        for (r, slot) in self.peers.iter_mut().enumerate() {
+            let Some(peer) = slot.as_mut().filter(|p| p.state == PeerState::Open) else {
+                continue;
+            };
+            // A link the kernel cannot describe is left to fail by itself.
+            let Ok(Some(silent)) = liveness::unanswered_for(peer.stream.as_raw_fd()) else {
+                continue;
+            };
+            if silent >= limit {
+                let why = format!(
+                    "its host has acknowledged nothing sent to it for {} s \
+                     (MTTL_LINK_TIMEOUT is {} s): it is down or cut off from this one",
+                    silent.as_secs(),
+                    limit.as_secs()
+                );
+                Self::fail_peer(peer, &mut self.lost, r, why);
+            }
+        }
+    }
+
     fn io_error(&self, op: Op, e: io::Error) -> CommError {
         self.error(op, ErrorKind::Io(e))
     }
@@ -662,7 +702,16 @@ impl TcpComm {
                 Some(r) if spinning && !round_done && self.reads_directly(r) => {
                     usize::from(self.read_peer(r, false))
                 }
-                _ => self.progress(wait).map_err(|e| self.io_error(op, e))?,
+                _ if spinning => self.progress(wait).map_err(|e| self.io_error(op, e))?,
+                _ => {
+                    // Parked: wake for the next look at the links too.
+                    let wait = self.liveness.cap(wait, Instant::now());
+                    let ready_links = self
+                        .progress(Some(wait))
+                        .map_err(|e| self.io_error(op, e))?;
+                    self.check_links();
+                    ready_links
+                }
             };
             if ready(self)? {
                 return Ok(true);
@@ -737,6 +786,9 @@ impl TcpComm {
                 Err(e) if would_block(&e) => {
                     // Wait for space, reading all links meanwhile.
                     let spinning = active.elapsed() < self.spin;
+                    if !spinning {
+                        self.check_links();
+                    }
                     let wait = if spinning {
                         Duration::ZERO
                     } else {
@@ -1151,5 +1203,44 @@ impl Comm for TcpComm {
             Ok(false)
         })?;
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two ranks join in this process; every link probes its peer when
+    /// silent, as `MTTL_LINK_TIMEOUT` (25 s by default) asks.
+    #[test]
+    fn links_probe_a_silent_peer() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let launch = move |rank| TcpLaunch {
+            rank,
+            size: 2,
+            root: format!("127.0.0.1:{port}"),
+            secret: [7; crate::env::SECRET_LEN],
+            bind_any: false,
+        };
+        let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
+        let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
+        let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
+        for (c, peer) in [(&comm, 1), (&other, 0)] {
+            let link = &c.peers[peer].as_ref().expect("a link to the peer").stream;
+            let sock = socket2::SockRef::from(link);
+            assert!(sock.keepalive().expect("SO_KEEPALIVE"));
+            assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(10));
+            assert_eq!(
+                sock.tcp_keepalive_interval().unwrap(),
+                Duration::from_secs(5)
+            );
+            assert_eq!(sock.tcp_keepalive_retries().unwrap(), 3);
+        }
+        let finish = std::thread::spawn(move || other.finish());
+        comm.finish().expect("rank 0 finishes");
+        finish.join().expect("rank 1 ran").expect("rank 1 finishes");
     }
 }
