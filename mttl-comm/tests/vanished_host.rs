@@ -1,14 +1,16 @@
 //! A peer *host* that vanishes (power loss, a cut cable) closes nothing and
 //! answers nothing; the TCP backend must still report it, naming the rank,
 //! within `MTTL_LINK_TIMEOUT`, whether the link to it was idle (keepalive
-//! probes) or had data on its way (unacknowledged for that long).
+//! probes), had data on its way (unacknowledged for that long), or was full
+//! with a send waiting for room.
 //!
 //! Staged with two network namespaces joined by a virtual cable: rank 0
 //! runs in one, rank 1 in the other (started through a fake `ssh` that
 //! enters the namespace of the host it is given), and once both are
 //! connected the test pulls the cable and stops rank 1, which then neither
 //! answers nor reports anything, as a dead host would not. Rank 0 must then
-//! fail its receive from rank 1 with a lost peer, in about the link timeout.
+//! fail its receive from (or send to) rank 1 with a lost peer, in about the
+//! link timeout.
 //!
 //! Needs root and `ip` (iproute2) with network namespaces; without them each
 //! test says why it did not run and passes.
@@ -46,6 +48,14 @@ fn a_link_with_data_to_a_vanished_host_fails_within_the_link_timeout() {
     scenario(
         "a_link_with_data_to_a_vanished_host_fails_within_the_link_timeout",
         "data",
+    );
+}
+
+#[test]
+fn a_send_blocked_on_a_vanished_host_fails_within_the_link_timeout() {
+    scenario(
+        "a_send_blocked_on_a_vanished_host_fails_within_the_link_timeout",
+        "send",
     );
 }
 
@@ -102,8 +112,10 @@ fn scenario(test: &str, mode: &str) {
         text.contains("rank 0 lost rank 1") && text.contains(expected),
         "{text}"
     );
+    // The limit, a look every second, and the job's teardown (rank 1 is
+    // stopped by closing its lifeline): far below TCP's own 15 minutes.
     assert!(
-        took < Duration::from_secs(LINK_TIMEOUT + 10),
+        took < Duration::from_secs(LINK_TIMEOUT + 20),
         "found only after {took:?}\n{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -143,8 +155,15 @@ fn rank_side(mode: &str) -> ! {
         // once: it waits in the kernel, unacknowledged.
         comm.send(1, 2, &[7; 64 << 10]).expect("send after the cut");
     }
-    // Long enough for the link timeout, short of TCP's own (minutes).
-    match comm.recv_from(1, Some(Duration::from_secs(LINK_TIMEOUT + 20))) {
+    let outcome = if mode == "send" {
+        // Far more than the socket buffers hold: the send itself waits
+        // for room that never comes.
+        comm.send(1, 2, &vec![7; 64 << 20]).map(|()| None)
+    } else {
+        // Long enough for the link timeout, short of TCP's own (minutes).
+        comm.recv_from(1, Some(Duration::from_secs(LINK_TIMEOUT + 20)))
+    };
+    match outcome {
         Err(e) if matches!(e.kind, ErrorKind::PeerLost { peer: 1, .. }) => {
             println!("rank 0 lost rank 1 after {:.1?}: {e}", start.elapsed());
             std::process::exit(SAW_IT);
