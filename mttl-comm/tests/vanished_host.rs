@@ -59,6 +59,14 @@ fn a_send_blocked_on_a_vanished_host_fails_within_the_link_timeout() {
     );
 }
 
+#[test]
+fn a_rank_polling_a_link_to_a_vanished_host_fails_within_the_link_timeout() {
+    scenario(
+        "a_rank_polling_a_link_to_a_vanished_host_fails_within_the_link_timeout",
+        "poll",
+    );
+}
+
 fn scenario(test: &str, mode: &str) {
     if std::env::var_os("MTTL_RANK").is_some() {
         rank_side(mode);
@@ -150,12 +158,22 @@ fn rank_side(mode: &str) -> ! {
         std::thread::sleep(Duration::from_millis(10));
     }
     let start = Instant::now();
-    if mode == "data" {
+    if mode == "data" || mode == "poll" {
         // Enough to need acknowledgements, little enough to be written at
         // once: it waits in the kernel, unacknowledged.
         comm.send(1, 2, &[7; 64 << 10]).expect("send after the cut");
     }
-    let outcome = if mode == "send" {
+    let outcome = if mode == "poll" {
+        // Never parks: probes until something happens.
+        let deadline = Instant::now() + Duration::from_secs(LINK_TIMEOUT + 20);
+        loop {
+            match comm.probe() {
+                Ok(None) if Instant::now() < deadline => std::hint::spin_loop(),
+                Ok(_) => break Ok(None),
+                Err(e) => break Err(e),
+            }
+        }
+    } else if mode == "send" {
         // Far more than the socket buffers hold: the send itself waits
         // for room that never comes.
         comm.send(1, 2, &vec![7; 64 << 20]).map(|()| None)

@@ -77,6 +77,12 @@ use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env::{self, Launch, TcpLaunch};
 use crate::error::{CommError, ErrorKind, Op};
 
+/// After how many polls that found nothing a rank that never parks
+/// looks at its links' acknowledgements (at most once per liveness
+/// interval; see [`TcpComm::check_links`]): a poll costs a system call, so
+/// this adds a clock reading to one in a thousand.
+const EMPTY_POLLS_PER_LOOK: u32 = 1024;
+
 /// How many frames one `writev` gathers at most.
 const MAX_GATHER: usize = 32;
 
@@ -109,6 +115,8 @@ pub struct TcpComm {
     guard: Option<bootstrap::Guard>,
     /// Finds peer hosts that vanished (`liveness`).
     liveness: Liveness,
+    /// Polls that found nothing ready, for [`EMPTY_POLLS_PER_LOOK`].
+    empty_polls: u32,
 }
 
 /// One link's state.
@@ -332,6 +340,7 @@ impl TcpComm {
             self_seq: 0,
             guard,
             liveness,
+            empty_polls: 0,
         })
     }
 
@@ -445,6 +454,14 @@ impl TcpComm {
             n += 1;
         }
         self.events = events;
+        if n + resumed == 0 {
+            // A caller polling without parking (a loop of `probe` or
+            // `send_done`) looks at the links now and then too.
+            self.empty_polls = self.empty_polls.wrapping_add(1);
+            if self.empty_polls % EMPTY_POLLS_PER_LOOK == 0 {
+                self.check_links();
+            }
+        }
         Ok(n + resumed)
     }
 
@@ -617,9 +634,10 @@ impl TcpComm {
         }
     }
 
-    /// While parked, once per [`Liveness::interval`]: fails every open link
-    /// that has had data unacknowledged, and no acknowledgement at all, for
-    /// `MTTL_LINK_TIMEOUT` (see [`liveness`]).
+    /// While parked, or polling and finding nothing, at most once per
+    /// [`Liveness::interval`]: fails every open link that has had data
+    /// unacknowledged, and no acknowledgement at all, for `MTTL_LINK_TIMEOUT`
+    /// (see [`liveness`]).
     fn check_links(&mut self) {
         if !self.liveness.due(Instant::now()) {
             return;
