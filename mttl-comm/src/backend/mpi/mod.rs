@@ -145,6 +145,7 @@
 mod in_place;
 mod inbox;
 mod launcher;
+mod library;
 mod posted;
 mod progress;
 mod raw;
@@ -160,10 +161,11 @@ use mpi::environment::{Threading, Universe};
 
 use self::inbox::Inbox;
 use self::launcher::LauncherVars;
+use self::library::{batch_len_for, combine_len_for, open_mpi_shared_memory, split_head_for};
 use self::posted::Posted;
-use self::progress::{Announced, Lead, DRAIN_EVERY, HEAD_MAX};
+use self::progress::{Announced, Lead, DRAIN_EVERY};
 use self::raw::{Channel, MpiCode, World, MIN_TAG_UB};
-use self::sends::{Payload, PendingSends, SendState};
+use self::sends::{Payload, PendingSends};
 use self::wait::LearnedSpin;
 use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env;
@@ -198,111 +200,9 @@ pub const SMALL_MAX: usize = 64 << 10;
 /// memory): 0.68 of raw MPI's throughput copied, 0.83 announced.
 pub const BULK_MIN: usize = 16 << 10;
 
-/// [`Comm::batch_len`] on the MPI library named `library` (as
-/// `MPI_Get_library_version` starts): the provided 16 KiB, but on the
-/// MPICH family 4 KiB, so that a batch (flushed from that size on, plus at
-/// most one more message of up to 4 KiB) stays within the 8 KiB or so that
-/// MPICH sends eagerly; above it MPICH's shared memory is much slower per
-/// byte (measured here with MPICH 4.0.2, `mttl-bench rwrite`: 2 KiB
-/// `nwrite`s at 2.2 GB/s batched by 16 KiB, 6.1 GB/s by 4 KiB, raw MPI
-/// 6.7). Open MPI's copies between processes make larger batches cheaper
-/// there (the same writes: 2.2 GB/s by 16 KiB, 1.3 by 4 KiB).
-fn batch_len_for(library: &str) -> usize {
-    if library.starts_with("MPICH") {
-        4 << 10
-    } else {
-        16 << 10
-    }
-}
-
-/// [`Comm::combine_len`] on the MPI library named `library`. Copying a
-/// header and a body together costs the sender a copy and the receiver
-/// another (cutting the body out), more than a second message from about
-/// 2 KiB on with Open MPI's shared memory (`mttl-bench rwrite`: 64 KiB
-/// `nwrite`s at 4.6 GB/s combined and 12.9 split, 4 KiB ones 25% faster
-/// split). MPICH sends up to about 8 KiB eagerly, and a second message
-/// costs more there than the copies: 8 KiB (a header and 8 KiB still go
-/// eagerly; MPICH 4.0.2: 4 KiB writes 6.5 GB/s combined, 4.9 split; 8 KiB
-/// 9.5 and 8.1; 16 KiB 2.9 and 6.5).
-fn combine_len_for(library: &str) -> usize {
-    if library.starts_with("MPICH") {
-        8 << 10
-    } else {
-        2 << 10
-    }
-}
-
-/// Where whole messages are split on the MPI library named `library`, with
-/// tags up to `tag_ub` and markers from `marker_bit` (see
-/// [`MpiComm::split_head`]), if Open MPI moves messages between processes
-/// of a node through its shared-memory transport, `shared_memory`
-/// ([`open_mpi_shared_memory`]): messages of [`EAGER_MAX`] + 1 to twice
-/// that go as two messages, the first `EAGER_MAX` bytes under the tag plus
-/// twice the marker bit, then the rest under the tag, both eagerly; the
-/// receiver joins them (`posted.rs`). That transport sends a message past
-/// its 4 KiB eager fragment by rendezvous: the receiver matches a header,
-/// copies the data out of the sender's memory with a system call
-/// (`process_vm_readv`) and acknowledges, which costs more than a second
-/// eager message: a stream of 4 KiB messages, raw MPI, 4.0-4.2 GiB/s whole,
-/// 6.4-6.8 split in 4000 + 96 bytes (measured here). Other transports send
-/// such messages eagerly, and a second message only costs: Open MPI's TCP
-/// transport streamed split 4-8 KiB messages at 0.57-0.60 of raw MPI, with
-/// 1.5 times its round trips. So only messages to the same node are split
-/// ([`MpiComm::splits_to`]); nothing on MPICH (eager up to 8 KiB on shared
-/// memory), nor where the tags leave no room for the split heads' tags.
-fn split_head_for(
-    library: &str,
-    shared_memory: bool,
-    tag_ub: c_int,
-    marker_bit: c_int,
-) -> Option<usize> {
-    let room = marker_bit
-        .checked_mul(3)
-        .is_some_and(|top| top - 1 <= tag_ub);
-    (library.starts_with("Open MPI") && shared_memory && room).then_some(EAGER_MAX)
-}
-
-/// Whether Open MPI moves messages within a node through its ob1 PML and
-/// shared-memory BTL (vader), as it does by default without a UCX-capable
-/// network: the PML and BTL lists the user set (`OMPI_MCA_pml`,
-/// `OMPI_MCA_btl`, `None` if unset) allow them, and the UCX PML's plugin
-/// is not loaded in this process (`loaded_objects`: the paths of the
-/// shared objects mapped, `/proc/self/maps` on Linux; unknown, `None`,
-/// counts as loaded).
-fn open_mpi_shared_memory(
-    pml: Option<&str>,
-    btl: Option<&str>,
-    loaded_objects: Option<&str>,
-) -> bool {
-    let allows = |list: Option<&str>, names: &[&str]| match list.map(str::trim) {
-        None | Some("") => true,
-        Some(list) => match list.strip_prefix('^') {
-            Some(excluded) => !excluded.split(',').any(|c| names.contains(&c.trim())),
-            None => list.split(',').any(|c| names.contains(&c.trim())),
-        },
-    };
-    allows(pml, &["ob1"])
-        && allows(btl, &["vader", "sm"])
-        && loaded_objects.is_some_and(|maps| !maps.contains("mca_pml_ucx"))
-}
-
 /// Why a second `init` in one process fails.
 const ALREADY_INITIALISED: &str = "MPI is already initialised in this process; the MPI backend \
     can be started once per process (MPI cannot be initialised again, even after finish)";
-
-/// Once this many sends to a destination are in flight, every
-/// [`REAP_EVERY`]th `nsend` to it tests the oldest (up to `REAP_EVERY`,
-/// stopping at the first still in flight), so the buffers of completed
-/// sends are freed without waiting for `send_done` or a parked wait.
-///
-/// A test of a send in flight runs MPI's progress engine, which costs more
-/// than the send itself for small messages. Streams of 4000-byte `nsend`s
-/// (64 in flight) reached 0.62 of raw MPI's bandwidth testing the two
-/// oldest at every `nsend`, 0.71 testing every eighth time, 0.83 not
-/// testing.
-const REAP_DEPTH: usize = 64;
-/// See [`REAP_DEPTH`].
-const REAP_EVERY: u64 = 8;
 
 /// The MPI backend. See the [module documentation](self) for the algorithm.
 pub struct MpiComm {
@@ -430,138 +330,6 @@ impl MpiComm {
                 max = self.max_tag
             )),
         )
-    }
-
-    /// Whether whole messages to the MPI rank `dest` may be split: it shares
-    /// this rank's node (see [`split_head_for`]).
-    #[inline]
-    fn splits_to(&self, dest: c_int) -> bool {
-        usize::try_from(dest)
-            .ok()
-            .and_then(|dest| self.split_to.get(dest))
-            .is_some_and(|&same| same)
-    }
-
-    /// Whether a message of `len` bytes to `dest` goes behind a headed
-    /// marker carrying `head`: when it would be announced by a marker
-    /// anyway (above [`BULK_MIN`]) and `head` is small.
-    #[inline]
-    fn heads_marker(&self, dest: Rank, head: &[u8], len: usize) -> bool {
-        len > BULK_MIN && head.len() <= HEAD_MAX && dest != self.rank
-    }
-
-    /// `send` of `data` to another rank, preceded by what `lead` says,
-    /// through the `MPI_Isend` + drain path.
-    fn send_behind(
-        &mut self,
-        dest: Rank,
-        tag: Tag,
-        data: &[u8],
-        lead: Lead<'_>,
-    ) -> Result<(), CommError> {
-        let op = Op::Send(dest);
-        self.settle(op)?;
-        let (mpi_dest, mpi_tag, len) = self.check_send(op, dest, tag, data.len())?;
-        self.send_large(op, mpi_dest, mpi_tag, len, data, lead)
-    }
-
-    /// `nsend` of `payload` (`len` bytes), preceded by what `lead` says.
-    ///
-    /// # Safety
-    ///
-    /// As [`PendingSends::start`]: a borrowed payload stays valid and
-    /// unchanged until a test reports the send complete.
-    #[inline]
-    unsafe fn start_nsend(
-        &mut self,
-        dest: Rank,
-        tag: Tag,
-        payload: Payload,
-        len: usize,
-        lead: Lead<'_>,
-    ) -> Result<SendHandle, CommError> {
-        let op = Op::Nsend(dest);
-        self.settle(op)?;
-        let (mpi_dest, mpi_tag, mpi_len) = self.check_send(op, dest, tag, len)?;
-        if dest == self.rank {
-            let data = match payload {
-                Payload::Owned(data) => data,
-                // SAFETY: the caller keeps `len` bytes at `ptr` valid.
-                Payload::Borrowed(ptr) => unsafe { std::slice::from_raw_parts(ptr, len) }.to_vec(),
-            };
-            let seq = self.sends.complete_now(dest);
-            self.inbox.push(Message {
-                source: dest,
-                tag,
-                data,
-            });
-            return Ok(SendHandle { dest, seq });
-        }
-        let world = self.world;
-        if self.sends.in_flight_to(dest) >= REAP_DEPTH && self.sends.started(dest) % REAP_EVERY == 0
-        {
-            self.sends
-                .reap(&world, dest, REAP_EVERY as usize)
-                .map_err(|code| self.mpi_error(op, code))?;
-        }
-        // SAFETY: the payload's `len` bytes are valid (owned, or the
-        // caller's contract for a borrowed one).
-        let data = unsafe { std::slice::from_raw_parts(payload.as_ptr(), len) };
-        let (channel, split) = self
-            .announce(mpi_dest, mpi_tag, data, lead)
-            .map_err(|code| self.mpi_error(op, code))?;
-        // SAFETY: passed on from the caller.
-        let seq = unsafe {
-            self.sends.start(
-                &world, channel, dest, mpi_dest, mpi_tag, mpi_len, split, payload,
-            )
-        }
-        .map_err(|code| self.mpi_error(op, code))?;
-        Ok(SendHandle { dest, seq })
-    }
-
-    /// `nsend` of an owned `data`, announced by a marker if it is larger
-    /// than `limit` bytes.
-    #[inline]
-    fn nsend_owned(
-        &mut self,
-        dest: Rank,
-        tag: Tag,
-        data: Vec<u8>,
-        limit: usize,
-    ) -> Result<SendHandle, CommError> {
-        let len = data.len();
-        // SAFETY: the payload is owned.
-        unsafe {
-            self.start_nsend(
-                dest,
-                tag,
-                Payload::Owned(data),
-                len,
-                Lead::MarkerAbove(limit),
-            )
-        }
-    }
-
-    /// `MPI_Test` of the send `handle`, nothing more.
-    #[inline]
-    fn test_send(&mut self, handle: SendHandle) -> Result<bool, CommError> {
-        let op = Op::SendDone(handle.dest);
-        self.check_rank(op, handle.dest)?;
-        let world = self.world;
-        match self.sends.test(&world, handle.dest, handle.seq) {
-            Ok(SendState::Done) => Ok(true),
-            Ok(SendState::InFlight) => Ok(false),
-            Ok(SendState::NeverStarted { started }) => Err(self.error(
-                op,
-                ErrorKind::Mpi(format!(
-                    "no nsend to rank {} has sequence number {} (only {started} were started): \
-                     the handle did not come from this backend",
-                    handle.dest, handle.seq
-                )),
-            )),
-            Err(code) => Err(self.mpi_error(op, code)),
-        }
     }
 
     /// Leaves MPI unfinalised so the launcher ends the job (see the module
@@ -869,54 +637,5 @@ impl Drop for MpiComm {
             }
             self.abandon();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{
-        batch_len_for, combine_len_for, open_mpi_shared_memory, split_head_for, EAGER_MAX,
-    };
-
-    #[test]
-    fn batches_and_combined_writes_stay_eager_on_mpich() {
-        assert_eq!(batch_len_for("MPICH 4.0.2"), 4 << 10);
-        assert_eq!(batch_len_for("Open MPI v4.1.4"), 16 << 10);
-        assert_eq!(batch_len_for("an unnamed MPI library"), 16 << 10);
-        assert_eq!(combine_len_for("MPICH 4.0.2"), 8 << 10);
-        assert_eq!(combine_len_for("Open MPI v4.1.4"), 2 << 10);
-    }
-
-    #[test]
-    fn messages_are_split_on_open_mpi_shared_memory_when_the_tags_leave_room() {
-        let open_mpi = "Open MPI v4.1.4";
-        let split =
-            |shared, tag_ub, marker_bit| split_head_for(open_mpi, shared, tag_ub, marker_bit);
-        assert_eq!(split(true, i32::MAX, 32768), Some(EAGER_MAX));
-        // Split heads take the tags from twice the marker bit to thrice.
-        assert_eq!(split(true, 3 * 32768 - 1, 32768), Some(EAGER_MAX));
-        assert_eq!(split(true, 3 * 32768 - 2, 32768), None);
-        assert_eq!(split(true, i32::MAX, i32::MAX / 2), None);
-        assert_eq!(split(false, i32::MAX, 32768), None);
-        assert_eq!(split_head_for("MPICH 4.0.2", true, i32::MAX, 32768), None);
-    }
-
-    #[test]
-    fn shared_memory_is_ob1_and_vader_without_ucx() {
-        let maps = Some("7f00 r-xp /usr/lib/openmpi/lib/openmpi3/mca_btl_vader.so\n");
-        assert!(open_mpi_shared_memory(None, None, maps));
-        assert!(open_mpi_shared_memory(
-            Some("ob1"),
-            Some("self,vader"),
-            maps
-        ));
-        assert!(open_mpi_shared_memory(None, Some("^tcp,openib"), maps));
-        assert!(open_mpi_shared_memory(None, Some("sm,self"), maps));
-        assert!(!open_mpi_shared_memory(Some("ucx"), None, maps));
-        assert!(!open_mpi_shared_memory(None, Some("tcp,self"), maps));
-        assert!(!open_mpi_shared_memory(None, Some("^vader"), maps));
-        let ucx = Some("7f00 r-xp /usr/lib/openmpi/lib/openmpi3/mca_pml_ucx.so\n");
-        assert!(!open_mpi_shared_memory(None, None, ucx));
-        assert!(!open_mpi_shared_memory(None, None, None));
     }
 }

@@ -102,8 +102,7 @@ pub(super) struct Received {
 /// A started `MPI_Isend` or `MPI_Irecv`, not yet reported complete.
 ///
 /// Dropping it forgets the request without freeing its buffer; the owner of
-/// the buffer must keep it until a test answers complete (or, for a
-/// receive, [`World::cancel`] returns).
+/// the buffer must keep it until a test answers complete.
 #[derive(Debug)]
 pub(super) struct Request(ffi::MPI_Request);
 
@@ -328,8 +327,7 @@ impl World {
     ///
     /// `buf` must be valid for writes of `capacity` bytes, and neither freed
     /// nor otherwise accessed, until [`test_recv`](World::test_recv) on the
-    /// returned request answers `Some` or [`cancel`](World::cancel) returns
-    /// (or the process exits).
+    /// returned request answers `Some` (or the process exits).
     #[inline]
     pub(super) unsafe fn irecv(
         &self,
