@@ -5,7 +5,7 @@
 //! - [`thread`]: cooperative user-level threads on pooled coroutine stacks;
 //! - `runtime`: one per process: the main loop, message dispatch, start-up
 //!   and exit protocols ([`start`], [`rank`], [`size`]);
-//! - `invoke`: [`invoke`], [`ainvoke`], [`try_invoke`], [`spmd`];
+//! - `invoke`: [`invoke`](fn@invoke), [`ainvoke`], [`try_invoke`], [`spmd`];
 //! - `registry`: remote functions registered by `#[mttl::remote]`;
 //! - `sync`: [`SyncCell`], MTTL's `Sync`, and its [`GlobalSync`] handle;
 //! - `global`: [`GlobalPtr`] into registered global memory ([`GlobalArray`],
