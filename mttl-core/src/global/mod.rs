@@ -4,7 +4,8 @@
 //!
 //! Files: `region` (a region's memory and borrow state, the region table),
 //! `handle` ([`GlobalArray`], [`GlobalObject`]), `guard` (the borrow
-//! guards), `ptr` (the pointer and the caller's side of every access),
+//! guards), `ptr` (the pointer and the caller's side of every access but
+//! writes), `write` (the caller's side of writes, waited for or not),
 //! `owner` (the owner's side: checks, application, deferral), `completion`
 //! (reply cells), `atomic` (the atomic operations and methods), `error`
 //! ([`GlobalError`] and its wire form).
@@ -125,6 +126,7 @@ mod handle;
 mod owner;
 mod ptr;
 mod region;
+mod write;
 
 use std::rc::Rc;
 
@@ -134,7 +136,8 @@ pub use self::atomic::AtomicInt;
 pub use self::error::{GlobalError, GlobalErrorKind};
 pub use self::guard::{BorrowError, GlobalRef, GlobalRefMut};
 pub use self::handle::{GlobalArray, GlobalObject};
-pub use self::ptr::{GlobalPtr, MAX_OWNED_BYTES, MAX_OWNED_SENDS};
+pub use self::ptr::GlobalPtr;
+pub use self::write::{MAX_OWNED_BYTES, MAX_OWNED_SENDS};
 
 pub(crate) use self::owner::{dispatch, receive_write_in_place, InPlace};
 
@@ -321,7 +324,7 @@ pub fn try_fence() -> Result<(), GlobalError> {
     }
     // The owners have applied every write; their sends are over too, or
     // about to be (the comm layer may not have seen the last one end).
-    ptr::reap_owned_sends(0, 0);
+    write::reap_owned_sends(0, 0);
     first
 }
 
