@@ -262,6 +262,12 @@ impl Namespaces {
         for step in steps {
             ip(step).unwrap_or_else(|why| panic!("setting up the namespaces: {why}"));
         }
+        // Entering one (as the fake ssh will) may still be refused, in a
+        // container without the rights to mount there.
+        if let Err(why) = ip(&["netns", "exec", &net.a, "true"]) {
+            eprintln!("not run: cannot enter a network namespace ({why})");
+            return None;
+        }
         Some(net)
     }
 
