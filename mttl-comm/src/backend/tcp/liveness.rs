@@ -14,10 +14,11 @@
 //!   the link failing after three unanswered; the kernel reports that as a
 //!   timed-out connection, which the next look at the link turns into a
 //!   lost peer;
-//! - **data outstanding**: while a rank waits parked, it looks at each link's
-//!   `TCP_INFO` every `interval` ([`Liveness::due`]); a link with data sent
-//!   and unacknowledged that has received no acknowledgement at all for
-//!   `limit` fails ([`unanswered_for`]).
+//! - **data outstanding**: while a rank waits parked, or polls without
+//!   parking and finds nothing (every 1024th such poll), it looks at each
+//!   link's `TCP_INFO` at most every `interval` ([`Liveness::due`]); a link
+//!   with data sent and unacknowledged that has received no acknowledgement
+//!   at all for `limit` fails ([`unanswered_for`]).
 //!
 //! A host that is alive always answers: its kernel acknowledges data and
 //! probes whatever its program does, so a rank that is busy, stopped, or

@@ -53,8 +53,8 @@
 //!   (fail fast rather than hang), and any operation addressed to that peer
 //!   fails. A peer host that vanishes without closing anything is found
 //!   within `MTTL_LINK_TIMEOUT` (25 s): on an idle link by keepalive probes,
-//!   on one with data unacknowledged by a parked wait's looks at its
-//!   `TCP_INFO` ([`liveness`]).
+//!   on one with data unacknowledged by looks at its `TCP_INFO` from waits
+//!   and polls that find nothing ([`liveness`]).
 
 mod auth;
 mod bootstrap;
