@@ -107,3 +107,73 @@ fn mpi_configurations_need_the_mpi_feature() {
         "the error says how to rebuild: {stderr}"
     );
 }
+
+/// `mpi-vs-raw`: one MPI job runs mttl's MPI backend and raw rsmpi in
+/// turns; the document has both stacks' ratio per size, and the 4 KiB
+/// target is judged on it when the separate jobs were not run.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_vs_raw_in_one_job_reports_a_ratio_per_size() {
+    let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
+        .args([
+            "comm",
+            "--sizes",
+            "8,16K",
+            "--reps",
+            "1",
+            "--backends",
+            "mpi-vs-raw",
+            "--json",
+        ])
+        .output()
+        .expect("mttl-bench starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "mttl-bench comm failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    let doc: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+    let configs = doc["configs"].as_array().expect("a configs list");
+    assert_eq!(configs.len(), 1, "{configs:?}");
+    assert_eq!(configs[0]["name"], "mpi-vs-raw");
+    assert_eq!(configs[0]["backend"], "mpi", "the backend ran under mpirun");
+
+    let rows = doc["paired"]["mpi-vs-raw"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no one-job ratios:\n{stdout}"));
+    let sizes: Vec<u64> = rows.iter().filter_map(|r| r["size"].as_u64()).collect();
+    assert_eq!(sizes, [8, 16 << 10], "{stdout}");
+    for row in rows {
+        for field in ["rtt_ratio", "bw_ratio"] {
+            let ratio = row[field].as_f64().unwrap_or(f64::NAN);
+            assert!(
+                ratio.is_finite() && ratio > 0.0,
+                "size {}: {field} is {ratio}",
+                row["size"]
+            );
+        }
+        assert_eq!(row["jobs"], 1);
+    }
+    let judged = doc["targets"]
+        .as_array()
+        .expect("a targets list")
+        .iter()
+        .find(|t| {
+            t["target"]
+                .as_str()
+                .is_some_and(|n| n.contains("within 5%"))
+        })
+        .cloned()
+        .expect("the 4 KiB target is listed");
+    assert!(
+        judged["status"] == "met" || judged["status"] == "MISSED",
+        "16K was measured in one job, so the target is judged: {judged}"
+    );
+    assert!(
+        stderr.contains("1 job"),
+        "the tables have the column:\n{stderr}"
+    );
+}

@@ -7,6 +7,13 @@
 //! | `mpi`         | mttl's MPI backend through [`AnyComm`]      | [`launch::run`], MPI (`mpirun`)              |
 //! | `raw-mpi`     | plain rsmpi `Send`/`Recv`/`Isend`, no mttl  | `mpirun`, Open MPI's default transport       |
 //! | `raw-mpi-tcp` | the same over Open MPI's TCP transport      | `mpirun`, `pml ob1`, `btl tcp,self`          |
+//! | `mpi-vs-raw`  | `mpi` and `raw-mpi` taking turns in one job | [`launch::run`], MPI (`mpirun`)              |
+//!
+//! `mpi-vs-raw` compares the first two in the same processes, on the same
+//! cores, minutes apart at most: separate jobs on this VM run in fast or
+//! slow modes that last a whole job (measured: mttl's 1 MiB stream
+//! 8040-12500 MiB/s job to job, raw MPI's 9320-12690), which a comparison
+//! of two jobs cannot tell from a difference between the stacks.
 //!
 //! [`AnyComm`]: mttl_comm::AnyComm
 //! [`launch::run`]: mttl_comm::launch::run
@@ -93,6 +100,8 @@ pub enum Config {
     RawMpi,
     /// Plain rsmpi over Open MPI's TCP transport.
     RawMpiTcp,
+    /// mttl's MPI backend and plain rsmpi taking turns in one job.
+    MpiVsRaw,
 }
 
 impl BenchConfig for Config {
@@ -102,6 +111,7 @@ impl BenchConfig for Config {
             Config::Mpi => "mpi",
             Config::RawMpi => "raw-mpi",
             Config::RawMpiTcp => "raw-mpi-tcp",
+            Config::MpiVsRaw => "mpi-vs-raw",
         }
     }
 
@@ -112,8 +122,13 @@ impl BenchConfig for Config {
 
 impl Config {
     /// Every configuration, in table order.
-    pub(super) const ALL: [Config; 4] =
-        [Config::Tcp, Config::RawMpiTcp, Config::Mpi, Config::RawMpi];
+    pub(super) const ALL: [Config; 5] = [
+        Config::Tcp,
+        Config::RawMpiTcp,
+        Config::Mpi,
+        Config::RawMpi,
+        Config::MpiVsRaw,
+    ];
 
     /// The column header in the tables.
     pub(super) fn column(self) -> &'static str {
@@ -122,6 +137,7 @@ impl Config {
             Config::Mpi => "mttl-mpi",
             Config::RawMpi => "raw-mpi",
             Config::RawMpiTcp => "ompi-tcp",
+            Config::MpiVsRaw => "1 job",
         }
     }
 
@@ -136,6 +152,11 @@ impl Config {
             Config::RawMpiTcp => {
                 "raw rsmpi Send/Recv/Isend, no mttl, Open MPI's TCP transport \
                  (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)"
+            }
+            Config::MpiVsRaw => {
+                "mttl MPI backend and raw rsmpi in one mpirun job, taking turns at each size \
+                 (mpi, raw, raw, mpi, ...); the ratio is the job's median mpi sample over its \
+                 median raw sample"
             }
         }
     }

@@ -25,6 +25,10 @@
 //!      payload bytes over their summed time.
 //!
 //! Only rank 0 times; rank 1 answers.
+//!
+//! [`interleave`] runs two stacks in one job: at each size, both measure
+//! in turns, first, second, second, first ([`TURNS`]), and each keeps the
+//! samples of all its turns.
 
 use std::time::{Duration, Instant};
 
@@ -54,6 +58,12 @@ const WINDOW_BYTES: usize = 4 << 20;
 const RTT_ITERS: (usize, usize) = (2, 1_000_000);
 /// Bounds of the calibrated windows per sample.
 const WINDOWS: (usize, usize) = (1, 100_000);
+
+/// Which of two stacks measures, turn by turn, at each size of
+/// [`interleave`]: `false` the first, `true` the second. Symmetric, so a
+/// drift across the turns (a neighbour starting, caches or clocks warming
+/// up) favours neither.
+pub(super) const TURNS: [bool; 4] = [false, true, true, false];
 
 /// How many operations of each kind a size gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +138,42 @@ pub(super) fn sweep(
         }
     }
     Ok(results)
+}
+
+/// Runs every size's plan on `first` and `second`, two stacks joining the
+/// same two ranks, in the turns of [`TURNS`]. Rank 0 returns each stack's
+/// samples, those of its turns together under the plan of its first turn;
+/// rank 1 returns empty lists.
+// Only `mpi-vs-raw` interleaves, and it needs the `mpi` feature.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(super) fn interleave(
+    first: &mut impl Endpoint,
+    second: &mut impl Endpoint,
+    sizes: &[usize],
+) -> Result<(Vec<SizeSamples>, Vec<SizeSamples>), BenchError> {
+    let (mut firsts, mut seconds) = (Vec::new(), Vec::new());
+    for &size in sizes {
+        let (mut a, mut b): (Option<SizeSamples>, Option<SizeSamples>) = (None, None);
+        for second_turn in TURNS {
+            let (samples, kept) = if second_turn {
+                (sweep(second, &[size])?, &mut b)
+            } else {
+                (sweep(first, &[size])?, &mut a)
+            };
+            for turn in samples {
+                match kept {
+                    Some(kept) => {
+                        kept.rtt_us.extend(turn.rtt_us);
+                        kept.bw_bytes_per_s.extend(turn.bw_bytes_per_s);
+                    }
+                    None => *kept = Some(turn),
+                }
+            }
+        }
+        firsts.extend(a);
+        seconds.extend(b);
+    }
+    Ok((firsts, seconds))
 }
 
 /// Checks that a received message has the expected length.
@@ -275,6 +321,89 @@ mod tests {
         assert_eq!(Plan::for_size(64 << 10).window, 64);
         assert_eq!(Plan::for_size(1 << 20).window, 4);
         assert_eq!(Plan::for_size(0).size, 1);
+    }
+
+    /// Rank 0 of a two-rank job whose peer echoes at once: a round trip
+    /// or a window "takes" `delay`, recorded by sleeping that long.
+    struct Scripted {
+        delay: Duration,
+        /// The length of the reply the next `recv` returns.
+        pending: usize,
+        /// The sizes of the windows sent, in order.
+        windows: Vec<usize>,
+    }
+
+    impl Scripted {
+        fn new(delay: Duration) -> Scripted {
+            Scripted {
+                delay,
+                pending: 0,
+                windows: Vec::new(),
+            }
+        }
+    }
+
+    impl Endpoint for Scripted {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn send(&mut self, data: &[u8]) -> Result<(), BenchError> {
+            // A round trip's ping is echoed; a count is not answered.
+            self.pending = data.len();
+            std::thread::sleep(self.delay);
+            Ok(())
+        }
+        fn recv(&mut self) -> Result<usize, BenchError> {
+            Ok(std::mem::take(&mut self.pending))
+        }
+        fn last(&self) -> &[u8] {
+            &[]
+        }
+        fn reply(&mut self) -> Result<(), BenchError> {
+            unreachable!("rank 0 never replies")
+        }
+        fn prepare_window(&mut self, _data: &[u8], _count: usize) {}
+        fn send_window(&mut self, data: &[u8], _count: usize) -> Result<(), BenchError> {
+            self.windows.push(data.len());
+            std::thread::sleep(self.delay);
+            self.pending = ACK_LEN;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn interleaving_keeps_each_stacks_samples_of_all_its_turns() {
+        let mut fast = Scripted::new(Duration::from_micros(200));
+        let mut slow = Scripted::new(Duration::from_micros(800));
+        let (a, b) = interleave(&mut fast, &mut slow, &[8, 64 << 10]).unwrap();
+        let turns = |first: bool| TURNS.iter().filter(|&&t| t == first).count();
+        for (samples, side) in [(&a, false), (&b, true)] {
+            let sizes: Vec<usize> = samples.iter().map(|s| s.plan.size).collect();
+            assert_eq!(sizes, [8, 64 << 10], "one entry per size, in order");
+            for s in samples {
+                assert_eq!(s.rtt_us.len(), SAMPLES * turns(side));
+                assert_eq!(s.bw_bytes_per_s.len(), SAMPLES * turns(side));
+            }
+        }
+        // Each stack measured only through its own endpoint.
+        let median = |v: &[f64]| crate::bench::common::report::median(v).unwrap();
+        for (fast, slow) in a.iter().zip(&b) {
+            assert!(median(&fast.rtt_us) < median(&slow.rtt_us));
+            assert!(median(&fast.bw_bytes_per_s) > median(&slow.bw_bytes_per_s));
+        }
+        for ep in [&fast, &slow] {
+            assert!(ep.windows.contains(&8) && ep.windows.contains(&(64 << 10)));
+            assert!(ep.windows.iter().all(|&len| len == 8 || len == 64 << 10));
+        }
+    }
+
+    #[test]
+    fn turns_are_symmetric() {
+        assert!(TURNS.iter().eq(TURNS.iter().rev()), "a palindrome");
+        assert_eq!(
+            TURNS.iter().filter(|&&t| t).count(),
+            TURNS.iter().filter(|&&t| !t).count()
+        );
     }
 
     #[test]

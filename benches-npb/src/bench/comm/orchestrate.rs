@@ -117,6 +117,21 @@ fn method_lines(reps: u32, settle: f64, configs: &[Config]) -> Vec<String> {
                 .to_owned(),
         );
     }
+    if has(Config::MpiVsRaw) {
+        lines.push(format!(
+            "1 job (mpi-vs-raw): mttl's MPI backend and raw rsmpi in the same two processes, \
+             taking turns at each size ({}), each turn a full round-trip and bandwidth \
+             measurement as above; the job's ratio divides the median of the backend's samples \
+             by that of raw's, and the column is the median of the sweeps' ratios. Separate jobs \
+             on a shared VM can run in faster or slower modes for their whole life; in one job \
+             both stacks meet the same one.",
+            measure::TURNS
+                .iter()
+                .map(|&second| if second { "raw" } else { "mpi" })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     for c in configs {
         let mut line = format!("{}: {}", c.column(), c.description());
         if *c == Config::Tcp {

@@ -4,10 +4,13 @@
 //! A figure is the median of one run's samples (robust against a stray
 //! slow sample), and of the K runs the best is kept: the lowest round trip,
 //! the highest bandwidth (the VM is shared; slower runs measure neighbours).
+//!
+//! `mpi-vs-raw` runs give a third comparison of the MPI backend with raw
+//! rsmpi, [`one_job`]: the two measured in the same job, in turns.
 
 use serde_json::{json, Value};
 
-use super::measure::{Plan, SAMPLES};
+use super::measure::{Plan, SizeSamples, SAMPLES};
 use super::results::RunResult;
 use super::Config;
 use crate::bench::common::jobs::BenchConfig;
@@ -36,6 +39,8 @@ pub(super) struct Summary {
     sizes: Vec<usize>,
     configs: Vec<ConfigSummary>,
     pairs: Vec<PairSummary>,
+    /// By size, in the order of `sizes`: [`one_job`] ratios.
+    one_job: Vec<Option<Paired>>,
 }
 
 /// How two configurations compare sweep by sweep at one size.
@@ -109,6 +114,29 @@ fn paired(size: usize, runs: &[RunResult], reference: &[RunResult]) -> Option<Pa
             continue;
         };
         if let Some(((r, b), (ro, bo))) = figures(run).zip(figures(other)) {
+            rtt.push(r / ro);
+            bw.push(b / bo);
+        }
+    }
+    Some(Paired {
+        rtt: median(&rtt)?,
+        bw: median(&bw)?,
+        sweeps: rtt.len(),
+    })
+}
+
+/// The MPI backend against raw rsmpi in the `mpi-vs-raw` jobs at `size`:
+/// in each job, the median of the backend's samples over the median of raw
+/// rsmpi's (both from all their turns); the median of that over the jobs
+/// (one per sweep, as for [`paired`]).
+fn one_job(size: usize, runs: &[RunResult]) -> Option<Paired> {
+    let figures = |samples: &[SizeSamples]| {
+        let s = samples.iter().find(|s| s.plan.size == size)?;
+        median(&s.rtt_us).zip(median(&s.bw_bytes_per_s))
+    };
+    let (mut rtt, mut bw) = (Vec::new(), Vec::new());
+    for (_, run) in run_of_each_sweep(runs) {
+        if let Some(((r, b), (ro, bo))) = figures(&run.sizes).zip(figures(&run.reference)) {
             rtt.push(r / ro);
             bw.push(b / bo);
         }
@@ -229,11 +257,22 @@ impl Summary {
                 })
             })
             .collect();
+        let one_job = match runs_of(Config::MpiVsRaw) {
+            Some(runs) => sizes.iter().map(|&size| one_job(size, runs)).collect(),
+            None => vec![None; sizes.len()],
+        };
         Summary {
             sizes: sizes.to_vec(),
             configs,
             pairs,
+            one_job,
         }
+    }
+
+    /// How the MPI backend compares with raw rsmpi at `size` in one job.
+    pub(super) fn one_job(&self, size: usize) -> Option<Paired> {
+        let i = self.sizes.iter().position(|&s| s == size)?;
+        self.one_job[i]
     }
 
     /// How `config` compares with its reference at `size`, sweep by sweep.
@@ -270,7 +309,8 @@ impl Summary {
                 [Config::Mpi, Config::RawMpi],
             ] {
                 let present: Vec<Config> = group.into_iter().filter(|&c| self.has(c)).collect();
-                if present.is_empty() {
+                let one_job = group[0] == Config::Mpi && self.has(Config::MpiVsRaw);
+                if present.is_empty() && !one_job {
                     continue;
                 }
                 headers.extend(present.iter().map(|c| c.column().to_owned()));
@@ -285,6 +325,9 @@ impl Summary {
                     }
                     headers.push(name.into());
                     headers.push("paired".into());
+                }
+                if one_job {
+                    headers.push(Config::MpiVsRaw.column().into());
                 }
                 gaps.push(headers.len() - 1);
             }
@@ -313,19 +356,22 @@ impl Summary {
                         for c in group.into_iter().filter(|&c| self.has(c)) {
                             row.push(cell(figure(c, size), value_fmt));
                         }
-                        if !(self.has(group[0]) && self.has(group[1])) {
-                            continue;
+                        let pick = |p: Paired| if bandwidth { p.bw } else { p.rtt };
+                        if self.has(group[0]) && self.has(group[1]) {
+                            let (a, b) = (figure(group[0], size), figure(group[1], size));
+                            if group[0] == Config::Mpi && !bandwidth {
+                                row.push(cell(a.zip(b).map(|(a, b)| a - b), |d| {
+                                    format!("{d:+.2}")
+                                }));
+                            }
+                            row.push(ratio(a, b));
+                            row.push(cell(self.paired(group[0], size).map(pick), |r| {
+                                format!("{r:.2}")
+                            }));
                         }
-                        let (a, b) = (figure(group[0], size), figure(group[1], size));
-                        if group[0] == Config::Mpi && !bandwidth {
-                            row.push(cell(a.zip(b).map(|(a, b)| a - b), |d| format!("{d:+.2}")));
+                        if group[0] == Config::Mpi && self.has(Config::MpiVsRaw) {
+                            row.push(cell(self.one_job(size).map(pick), |r| format!("{r:.2}")));
                         }
-                        row.push(ratio(a, b));
-                        row.push(cell(
-                            self.paired(group[0], size)
-                                .map(|p| if bandwidth { p.bw } else { p.rtt }),
-                            |r| format!("{r:.2}"),
-                        ));
                     }
                     row
                 })
@@ -378,41 +424,60 @@ impl Summary {
             detail,
         });
 
+        // Judged on the best runs of separate jobs (`mpi`, `raw-mpi`), or,
+        // where those are missing, on the ratio in one job (`mpi-vs-raw`).
+        // A miss shows the other ratios: whether it is one lucky job of
+        // either side or every sweep's.
         let mut compared = 0;
         let mut misses = Vec::new();
         for &size in self.sizes.iter().filter(|&&s| s >= kib4) {
-            if let Some((m, r)) = pair(Config::Mpi, Config::RawMpi, size) {
-                compared += 1;
-                let rtt = m.rtt_us / r.rtt_us;
-                let bw = m.bw_bytes_per_s / r.bw_bytes_per_s;
-                // With each miss, the paired ratio: whether it is one lucky
-                // job of either side or every sweep's.
-                let paired = self.paired(Config::Mpi, size);
-                let also = |ratio: Option<f64>| match ratio {
-                    Some(ratio) => format!(" (paired {ratio:.2}x)"),
-                    None => String::new(),
-                };
-                if rtt > 1.05 {
-                    misses.push(format!(
-                        "{} round trip {rtt:.3}x{}",
-                        size_label(size),
-                        also(paired.map(|p| p.rtt))
-                    ));
+            let paired = self.paired(Config::Mpi, size);
+            let one_job = self.one_job(size);
+            let (rtt, bw, by) = match pair(Config::Mpi, Config::RawMpi, size) {
+                Some((m, r)) => (m.rtt_us / r.rtt_us, m.bw_bytes_per_s / r.bw_bytes_per_s, ""),
+                None => match one_job {
+                    Some(o) => (o.rtt, o.bw, " in one job"),
+                    None => continue,
+                },
+            };
+            compared += 1;
+            let also = |pick: fn(Paired) -> f64| {
+                let mut also = Vec::new();
+                if by.is_empty() {
+                    if let Some(p) = paired {
+                        also.push(format!("paired {:.2}x", pick(p)));
+                    }
+                    if let Some(o) = one_job {
+                        also.push(format!("1 job {:.2}x", pick(o)));
+                    }
                 }
-                if bw < 0.95 {
-                    misses.push(format!(
-                        "{} bandwidth {bw:.3}x{}",
-                        size_label(size),
-                        also(paired.map(|p| p.bw))
-                    ));
+                if also.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", also.join(", "))
                 }
+            };
+            if rtt > 1.05 {
+                misses.push(format!(
+                    "{} round trip {rtt:.3}x{by}{}",
+                    size_label(size),
+                    also(|p| p.rtt)
+                ));
+            }
+            if bw < 0.95 {
+                misses.push(format!(
+                    "{} bandwidth {bw:.3}x{by}{}",
+                    size_label(size),
+                    also(|p| p.bw)
+                ));
             }
         }
         let (verdict, detail) = if compared == 0 {
             not_measured(format!(
-                "needs {} and {} at sizes of 4K or more",
+                "needs {} and {}, or {}, at sizes of 4K or more",
                 Config::Mpi.name(),
-                Config::RawMpi.name()
+                Config::RawMpi.name(),
+                Config::MpiVsRaw.name()
             ))
         } else if misses.is_empty() {
             (Verdict::Met, format!("{compared} sizes compared"))
@@ -537,6 +602,17 @@ impl Summary {
             });
             paired.insert(format!("{}/{}", p.config.name(), p.reference.name()), rows);
         }
+        if self.one_job.iter().any(Option::is_some) {
+            let rows = rows_by_size(&self.sizes, &self.one_job, |size, q| {
+                json!({
+                    "size": size,
+                    "rtt_ratio": q.rtt,
+                    "bw_ratio": q.bw,
+                    "jobs": q.sweeps,
+                })
+            });
+            paired.insert(Config::MpiVsRaw.name().to_owned(), rows);
+        }
         let targets: Vec<Value> = self
             .targets()
             .into_iter()
@@ -571,8 +647,25 @@ mod tests {
                 rtt_us: rtt.to_vec(),
                 bw_bytes_per_s: bw.to_vec(),
             }],
+            reference: Vec::new(),
             disturbed: false,
             sweep: 0,
+        }
+    }
+
+    /// An `mpi-vs-raw` run at `size`: the backend's samples, then raw's.
+    fn one_job_run(sweep: usize, size: usize, mpi: (&[f64], &[f64]), raw: (f64, f64)) -> RunResult {
+        let samples = |rtt: &[f64], bw: &[f64]| SizeSamples {
+            plan: Plan::for_size(size),
+            rtt_us: rtt.to_vec(),
+            bw_bytes_per_s: bw.to_vec(),
+        };
+        RunResult {
+            backend: "mpi".into(),
+            sizes: vec![samples(mpi.0, mpi.1)],
+            reference: vec![samples(&[raw.0], &[raw.1])],
+            disturbed: false,
+            sweep,
         }
     }
 
@@ -637,6 +730,75 @@ mod tests {
         );
         assert!(
             targets.contains("4K bandwidth 0.833x (paired 0.92x)"),
+            "{targets}"
+        );
+    }
+
+    #[test]
+    fn one_job_ratios_divide_medians_within_each_job() {
+        let k16 = 16 << 10;
+        // Job 0: medians 10 / 8 and 90 / 100; job 1 even; job 2 fast.
+        let runs = vec![
+            one_job_run(
+                0,
+                k16,
+                (&[10.0, 50.0, 9.0], &[90.0, 1.0, 95.0]),
+                (8.0, 100.0),
+            ),
+            one_job_run(1, k16, (&[5.0], &[200.0]), (5.0, 200.0)),
+            one_job_run(2, k16, (&[4.0], &[300.0]), (5.0, 250.0)),
+        ];
+        let summary = Summary::new(&[k16], &[(Config::MpiVsRaw, runs)]);
+        let o = summary.one_job(k16).expect("measured");
+        assert_eq!(o.sweeps, 3);
+        assert_eq!((o.rtt, o.bw), (1.0, 1.0));
+        assert!(summary.one_job(8).is_none());
+        let tables = summary.tables();
+        assert!(tables.contains("1 job"), "{tables}");
+        assert_eq!(
+            summary.to_json(3, &[], &[])["paired"]["mpi-vs-raw"][0]["jobs"],
+            3
+        );
+        // Alone, it judges the target.
+        let targets = summary.targets_text();
+        assert!(targets.contains("1 sizes compared"), "{targets}");
+    }
+
+    #[test]
+    fn a_miss_shows_the_one_job_ratio_too() {
+        let k16 = 16 << 10;
+        let at_16k = |sweep: usize, rtt: f64, bw: f64| {
+            let mut run = in_sweep(sweep, rtt, bw);
+            run.sizes[0].plan = Plan::for_size(k16);
+            run
+        };
+        let summary = Summary::new(
+            &[k16],
+            &[
+                (Config::Mpi, vec![at_16k(0, 10.0, 90.0)]),
+                (Config::RawMpi, vec![at_16k(0, 10.0, 100.0)]),
+                (
+                    Config::MpiVsRaw,
+                    vec![one_job_run(0, k16, (&[10.0], &[97.0]), (10.0, 100.0))],
+                ),
+            ],
+        );
+        let targets = summary.targets_text();
+        assert!(
+            targets.contains("16K bandwidth 0.900x (paired 0.90x, 1 job 0.97x)"),
+            "{targets}"
+        );
+        // Missed only in one job: judged there, and said so.
+        let summary = Summary::new(
+            &[k16],
+            &[(
+                Config::MpiVsRaw,
+                vec![one_job_run(0, k16, (&[11.0], &[100.0]), (10.0, 100.0))],
+            )],
+        );
+        let targets = summary.targets_text();
+        assert!(
+            targets.contains("16K round trip 1.100x in one job"),
             "{targets}"
         );
     }

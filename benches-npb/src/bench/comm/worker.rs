@@ -23,19 +23,22 @@ pub(super) fn worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), 
     match config {
         Config::Tcp | Config::Mpi => mttl_worker(config, sizes, out),
         Config::RawMpi | Config::RawMpiTcp => raw_worker(config, sizes, out),
+        Config::MpiVsRaw => interleaved_worker(config, sizes, out),
     }
 }
 
-fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
+/// Joins the job on mttl's `backend`, checking it is a two-rank job of
+/// that backend.
+fn join_mttl(config: Config, backend: &str) -> Result<AnyComm, BenchError> {
     let comm = AnyComm::init()?;
     let setup = |detail: String| BenchError::Setup {
         config: config.name(),
         detail,
     };
-    let backend = comm.backend_name();
-    if backend != config.name() {
+    let chosen = comm.backend_name();
+    if chosen != backend {
         return Err(setup(format!(
-            "the launch environment chose the {backend} backend instead"
+            "the launch environment chose the {chosen} backend instead of {backend}"
         )));
     }
     if comm.size() != 2 {
@@ -44,13 +47,20 @@ fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchE
             comm.size()
         )));
     }
+    Ok(comm)
+}
+
+fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
+    let comm = join_mttl(config, config.name())?;
+    let backend = comm.backend_name().to_owned();
     let mut ep = MttlEndpoint::new(comm);
     let samples = measure::sweep(&mut ep, sizes)?;
     let comm = ep.into_comm();
     if comm.rank() == 0 {
         RunResult {
-            backend: backend.to_owned(),
+            backend,
             sizes: samples,
+            reference: Vec::new(),
             disturbed: false,
             sweep: 0,
         }
@@ -60,24 +70,60 @@ fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchE
     Ok(())
 }
 
+/// The largest message a raw endpoint must receive in a sweep of `sizes`.
+#[cfg(feature = "mpi")]
+fn raw_max_len(sizes: &[usize]) -> usize {
+    sizes
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0)
+        .max(measure::ACK_LEN)
+}
+
+/// `mpi-vs-raw`: mttl's MPI backend and raw rsmpi in one job, taking
+/// turns. The backend initialises MPI (and finalises it in `finish`); raw
+/// rsmpi works on `MPI_COMM_WORLD`, which the backend leaves alone (it
+/// talks on communicators of its own), so the two never see each other's
+/// messages.
+#[cfg(feature = "mpi")]
+fn interleaved_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
+    let comm = join_mttl(config, Config::Mpi.name())?;
+    let rank = comm.rank();
+    let mut raw = endpoint::RawMpiEndpoint::new(
+        mpi::topology::SimpleCommunicator::world(),
+        raw_max_len(sizes),
+    );
+    let mut ep = MttlEndpoint::new(comm);
+    let (samples, reference) = measure::interleave(&mut ep, &mut raw, sizes)?;
+    drop(raw);
+    if rank == 0 {
+        RunResult {
+            backend: Config::Mpi.name().to_owned(),
+            sizes: samples,
+            reference,
+            disturbed: false,
+            sweep: 0,
+        }
+        .write(config.name(), out)?;
+    }
+    ep.into_comm().finish()?;
+    Ok(())
+}
+
 #[cfg(feature = "mpi")]
 fn raw_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
     use mpi::topology::Communicator;
 
     let (universe, world) = raw_mpi::init_pair(config.name())?;
     let rank = world.rank();
-    let max_len = sizes
-        .iter()
-        .copied()
-        .max()
-        .unwrap_or(0)
-        .max(measure::ACK_LEN);
-    let mut ep = endpoint::RawMpiEndpoint::new(world, max_len);
+    let mut ep = endpoint::RawMpiEndpoint::new(world, raw_max_len(sizes));
     let samples = measure::sweep(&mut ep, sizes)?;
     if rank == 0 {
         RunResult {
             backend: "rsmpi".to_owned(),
             sizes: samples,
+            reference: Vec::new(),
             disturbed: false,
             sweep: 0,
         }
@@ -94,4 +140,9 @@ fn raw_worker(config: Config, _sizes: &[usize], _out: &Path) -> Result<(), Bench
         config: config.name(),
         detail: format!("this build has no MPI; rebuild with `{MPI_BUILD_HINT}`"),
     })
+}
+
+#[cfg(not(feature = "mpi"))]
+fn interleaved_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
+    raw_worker(config, sizes, out)
 }
