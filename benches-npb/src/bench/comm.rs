@@ -8,6 +8,7 @@
 //! | `raw-mpi`     | plain rsmpi `Send`/`Recv`/`Isend`, no mttl  | `mpirun`, Open MPI's default transport       |
 //! | `raw-mpi-tcp` | the same over Open MPI's TCP transport      | `mpirun`, `pml ob1`, `btl tcp,self`          |
 //! | `mpi-vs-raw`  | `mpi` and `raw-mpi` taking turns in one job | [`launch::run`], MPI (`mpirun`)              |
+//! | `raw-vs-raw`  | `raw-mpi` against itself, the same way      | `mpirun`, Open MPI's default transport       |
 //!
 //! `mpi-vs-raw` compares the first two in the same processes, on the same
 //! cores, minutes apart at most: separate jobs on this VM run in fast or
@@ -102,6 +103,8 @@ pub enum Config {
     RawMpiTcp,
     /// mttl's MPI backend and plain rsmpi taking turns in one job.
     MpiVsRaw,
+    /// Plain rsmpi against itself, taking turns in one job: the control.
+    RawVsRaw,
 }
 
 impl BenchConfig for Config {
@@ -112,6 +115,7 @@ impl BenchConfig for Config {
             Config::RawMpi => "raw-mpi",
             Config::RawMpiTcp => "raw-mpi-tcp",
             Config::MpiVsRaw => "mpi-vs-raw",
+            Config::RawVsRaw => "raw-vs-raw",
         }
     }
 
@@ -122,12 +126,13 @@ impl BenchConfig for Config {
 
 impl Config {
     /// Every configuration, in table order.
-    pub(super) const ALL: [Config; 5] = [
+    pub(super) const ALL: [Config; 6] = [
         Config::Tcp,
         Config::RawMpiTcp,
         Config::Mpi,
         Config::RawMpi,
         Config::MpiVsRaw,
+        Config::RawVsRaw,
     ];
 
     /// The column header in the tables.
@@ -138,6 +143,7 @@ impl Config {
             Config::RawMpi => "raw-mpi",
             Config::RawMpiTcp => "ompi-tcp",
             Config::MpiVsRaw => "1 job",
+            Config::RawVsRaw => "control",
         }
     }
 
@@ -157,6 +163,10 @@ impl Config {
                 "mttl MPI backend and raw rsmpi in one mpirun job, taking turns at each size \
                  (mpi, raw, raw, mpi, ...); the ratio is the job's median mpi sample over its \
                  median raw sample"
+            }
+            Config::RawVsRaw => {
+                "raw rsmpi against itself in one mpirun job (two endpoints with buffers of their \
+                 own), taking turns as mpi-vs-raw does: the control of the 1 job column"
             }
         }
     }

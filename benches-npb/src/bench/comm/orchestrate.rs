@@ -117,20 +117,27 @@ fn method_lines(reps: u32, settle: f64, configs: &[Config]) -> Vec<String> {
                 .to_owned(),
         );
     }
-    if has(Config::MpiVsRaw) {
+    if has(Config::MpiVsRaw) || has(Config::RawVsRaw) {
+        let turns = measure::TURNS
+            .iter()
+            .map(|&second| if second { "second" } else { "first" })
+            .collect::<Vec<_>>()
+            .join(", ");
         lines.push(format!(
-            "1 job (mpi-vs-raw): mttl's MPI backend and raw rsmpi in the same two processes, \
-             taking turns at each size ({}), each turn a full round-trip and bandwidth \
-             measurement as above; the job's ratio divides the median of the backend's samples \
-             by that of raw's, and the column is the median of the sweeps' ratios. Separate jobs \
-             on a shared VM can run in faster or slower modes for their whole life; in one job \
-             both stacks meet the same one.",
-            measure::TURNS
-                .iter()
-                .map(|&second| if second { "raw" } else { "mpi" })
-                .collect::<Vec<_>>()
-                .join(", ")
+            "1 job (mpi-vs-raw): mttl's MPI backend (first) and raw rsmpi (second) in the same \
+             two processes, taking turns at each size ({turns}), each turn a full round-trip \
+             and bandwidth measurement as above; the job's ratio divides the median of the \
+             first's samples by that of the second's, and the column is the median of the \
+             sweeps' ratios. Separate jobs on a shared VM can run in faster or slower modes for \
+             their whole life; in one job both stacks meet the same one."
         ));
+        lines.push(
+            "control (raw-vs-raw): the same with raw rsmpi on both sides, two endpoints with \
+             buffers of their own; how far it strays from 1.00 shows how far the 1 job column \
+             can be trusted at that size (which memory a large message's buffers get decides \
+             much of its speed)."
+                .to_owned(),
+        );
     }
     for c in configs {
         let mut line = format!("{}: {}", c.column(), c.description());

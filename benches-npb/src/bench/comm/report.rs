@@ -6,7 +6,9 @@
 //! the highest bandwidth (the VM is shared; slower runs measure neighbours).
 //!
 //! `mpi-vs-raw` runs give a third comparison of the MPI backend with raw
-//! rsmpi, [`one_job`]: the two measured in the same job, in turns.
+//! rsmpi, [`one_job`]: the two measured in the same job, in turns;
+//! `raw-vs-raw` runs the same comparison of raw rsmpi with itself, the
+//! control that shows how far the method strays from 1.0 by itself.
 
 use serde_json::{json, Value};
 
@@ -39,8 +41,11 @@ pub(super) struct Summary {
     sizes: Vec<usize>,
     configs: Vec<ConfigSummary>,
     pairs: Vec<PairSummary>,
-    /// By size, in the order of `sizes`: [`one_job`] ratios.
+    /// By size, in the order of `sizes`: [`one_job`] ratios of
+    /// `mpi-vs-raw`.
     one_job: Vec<Option<Paired>>,
+    /// The same for `raw-vs-raw`, the control.
+    control: Vec<Option<Paired>>,
 }
 
 /// How two configurations compare sweep by sweep at one size.
@@ -125,10 +130,11 @@ fn paired(size: usize, runs: &[RunResult], reference: &[RunResult]) -> Option<Pa
     })
 }
 
-/// The MPI backend against raw rsmpi in the `mpi-vs-raw` jobs at `size`:
-/// in each job, the median of the backend's samples over the median of raw
-/// rsmpi's (both from all their turns); the median of that over the jobs
-/// (one per sweep, as for [`paired`]).
+/// The first stack against the second in jobs where they took turns
+/// (`mpi-vs-raw`, `raw-vs-raw`) at `size`: in each job, the median of the
+/// first's samples over the median of the second's (both from all their
+/// turns); the median of that over the jobs (one per sweep, as for
+/// [`paired`]).
 fn one_job(size: usize, runs: &[RunResult]) -> Option<Paired> {
     let figures = |samples: &[SizeSamples]| {
         let s = samples.iter().find(|s| s.plan.size == size)?;
@@ -257,7 +263,7 @@ impl Summary {
                 })
             })
             .collect();
-        let one_job = match runs_of(Config::MpiVsRaw) {
+        let turns = |config: Config| match runs_of(config) {
             Some(runs) => sizes.iter().map(|&size| one_job(size, runs)).collect(),
             None => vec![None; sizes.len()],
         };
@@ -265,7 +271,8 @@ impl Summary {
             sizes: sizes.to_vec(),
             configs,
             pairs,
-            one_job,
+            one_job: turns(Config::MpiVsRaw),
+            control: turns(Config::RawVsRaw),
         }
     }
 
@@ -273,6 +280,12 @@ impl Summary {
     pub(super) fn one_job(&self, size: usize) -> Option<Paired> {
         let i = self.sizes.iter().position(|&s| s == size)?;
         self.one_job[i]
+    }
+
+    /// How raw rsmpi compares with itself at `size` in one job.
+    pub(super) fn control(&self, size: usize) -> Option<Paired> {
+        let i = self.sizes.iter().position(|&s| s == size)?;
+        self.control[i]
     }
 
     /// How `config` compares with its reference at `size`, sweep by sweep.
@@ -309,8 +322,11 @@ impl Summary {
                 [Config::Mpi, Config::RawMpi],
             ] {
                 let present: Vec<Config> = group.into_iter().filter(|&c| self.has(c)).collect();
-                let one_job = group[0] == Config::Mpi && self.has(Config::MpiVsRaw);
-                if present.is_empty() && !one_job {
+                let turns: Vec<Config> = [Config::MpiVsRaw, Config::RawVsRaw]
+                    .into_iter()
+                    .filter(|&c| group[0] == Config::Mpi && self.has(c))
+                    .collect();
+                if present.is_empty() && turns.is_empty() {
                     continue;
                 }
                 headers.extend(present.iter().map(|c| c.column().to_owned()));
@@ -326,9 +342,7 @@ impl Summary {
                     headers.push(name.into());
                     headers.push("paired".into());
                 }
-                if one_job {
-                    headers.push(Config::MpiVsRaw.column().into());
-                }
+                headers.extend(turns.iter().map(|c| c.column().to_owned()));
                 gaps.push(headers.len() - 1);
             }
             let figure = |config: Config, size: usize| {
@@ -369,8 +383,15 @@ impl Summary {
                                 format!("{r:.2}")
                             }));
                         }
-                        if group[0] == Config::Mpi && self.has(Config::MpiVsRaw) {
-                            row.push(cell(self.one_job(size).map(pick), |r| format!("{r:.2}")));
+                        if group[0] == Config::Mpi {
+                            for (config, ratio) in [
+                                (Config::MpiVsRaw, self.one_job(size)),
+                                (Config::RawVsRaw, self.control(size)),
+                            ] {
+                                if self.has(config) {
+                                    row.push(cell(ratio.map(pick), |r| format!("{r:.2}")));
+                                }
+                            }
                         }
                     }
                     row
@@ -433,6 +454,7 @@ impl Summary {
         for &size in self.sizes.iter().filter(|&&s| s >= kib4) {
             let paired = self.paired(Config::Mpi, size);
             let one_job = self.one_job(size);
+            let control = self.control(size);
             let (rtt, bw, by) = match pair(Config::Mpi, Config::RawMpi, size) {
                 Some((m, r)) => (m.rtt_us / r.rtt_us, m.bw_bytes_per_s / r.bw_bytes_per_s, ""),
                 None => match one_job {
@@ -450,6 +472,9 @@ impl Summary {
                     if let Some(o) = one_job {
                         also.push(format!("1 job {:.2}x", pick(o)));
                     }
+                }
+                if let Some(c) = control {
+                    also.push(format!("control {:.2}x", pick(c)));
                 }
                 if also.is_empty() {
                     String::new()
@@ -602,16 +627,21 @@ impl Summary {
             });
             paired.insert(format!("{}/{}", p.config.name(), p.reference.name()), rows);
         }
-        if self.one_job.iter().any(Option::is_some) {
-            let rows = rows_by_size(&self.sizes, &self.one_job, |size, q| {
-                json!({
-                    "size": size,
-                    "rtt_ratio": q.rtt,
-                    "bw_ratio": q.bw,
-                    "jobs": q.sweeps,
-                })
-            });
-            paired.insert(Config::MpiVsRaw.name().to_owned(), rows);
+        for (config, ratios) in [
+            (Config::MpiVsRaw, &self.one_job),
+            (Config::RawVsRaw, &self.control),
+        ] {
+            if ratios.iter().any(Option::is_some) {
+                let rows = rows_by_size(&self.sizes, ratios, |size, q| {
+                    json!({
+                        "size": size,
+                        "rtt_ratio": q.rtt,
+                        "bw_ratio": q.bw,
+                        "jobs": q.sweeps,
+                    })
+                });
+                paired.insert(config.name().to_owned(), rows);
+            }
         }
         let targets: Vec<Value> = self
             .targets()
@@ -781,13 +811,21 @@ mod tests {
                     Config::MpiVsRaw,
                     vec![one_job_run(0, k16, (&[10.0], &[97.0]), (10.0, 100.0))],
                 ),
+                (
+                    Config::RawVsRaw,
+                    vec![one_job_run(0, k16, (&[10.0], &[101.0]), (10.0, 100.0))],
+                ),
             ],
         );
         let targets = summary.targets_text();
         assert!(
-            targets.contains("16K bandwidth 0.900x (paired 0.90x, 1 job 0.97x)"),
+            targets.contains("16K bandwidth 0.900x (paired 0.90x, 1 job 0.97x, control 1.01x)"),
             "{targets}"
         );
+        let tables = summary.tables();
+        assert!(tables.contains("control"), "{tables}");
+        let doc = summary.to_json(1, &[], &[]);
+        assert_eq!(doc["paired"]["raw-vs-raw"][0]["bw_ratio"], 1.01);
         // Missed only in one job: judged there, and said so.
         let summary = Summary::new(
             &[k16],

@@ -24,6 +24,7 @@ pub(super) fn worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), 
         Config::Tcp | Config::Mpi => mttl_worker(config, sizes, out),
         Config::RawMpi | Config::RawMpiTcp => raw_worker(config, sizes, out),
         Config::MpiVsRaw => interleaved_worker(config, sizes, out),
+        Config::RawVsRaw => control_worker(config, sizes, out),
     }
 }
 
@@ -134,6 +135,32 @@ fn raw_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchEr
     Ok(())
 }
 
+/// `raw-vs-raw`: two raw rsmpi endpoints, each with buffers of its own,
+/// taking turns as in `mpi-vs-raw`.
+#[cfg(feature = "mpi")]
+fn control_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
+    use mpi::topology::Communicator;
+
+    let (universe, world) = raw_mpi::init_pair(config.name())?;
+    let rank = world.rank();
+    let mut first = endpoint::RawMpiEndpoint::new(world.duplicate(), raw_max_len(sizes));
+    let mut second = endpoint::RawMpiEndpoint::new(world, raw_max_len(sizes));
+    let (samples, reference) = measure::interleave(&mut first, &mut second, sizes)?;
+    if rank == 0 {
+        RunResult {
+            backend: "rsmpi".to_owned(),
+            sizes: samples,
+            reference,
+            disturbed: false,
+            sweep: 0,
+        }
+        .write(config.name(), out)?;
+    }
+    drop((first, second));
+    drop(universe);
+    Ok(())
+}
+
 #[cfg(not(feature = "mpi"))]
 fn raw_worker(config: Config, _sizes: &[usize], _out: &Path) -> Result<(), BenchError> {
     Err(BenchError::Setup {
@@ -144,5 +171,10 @@ fn raw_worker(config: Config, _sizes: &[usize], _out: &Path) -> Result<(), Bench
 
 #[cfg(not(feature = "mpi"))]
 fn interleaved_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
+    raw_worker(config, sizes, out)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn control_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
     raw_worker(config, sizes, out)
 }
