@@ -411,7 +411,6 @@ impl Summary {
     /// The project's performance targets, checked against the figures.
     pub(super) fn targets(&self) -> Vec<Target> {
         let mut targets = Vec::new();
-        let kib4 = 4 << 10;
         let mib1 = 1 << 20;
         let pair = |a: Config, b: Config, size: usize| self.get(a, size).zip(self.get(b, size));
         let not_measured = |what: String| (Verdict::NotMeasured, what);
@@ -445,70 +444,7 @@ impl Summary {
             detail,
         });
 
-        // Judged on the best runs of separate jobs (`mpi`, `raw-mpi`), or,
-        // where those are missing, on the ratio in one job (`mpi-vs-raw`).
-        // A miss shows the other ratios: whether it is one lucky job of
-        // either side or every sweep's.
-        let mut compared = 0;
-        let mut misses = Vec::new();
-        for &size in self.sizes.iter().filter(|&&s| s >= kib4) {
-            let paired = self.paired(Config::Mpi, size);
-            let one_job = self.one_job(size);
-            let control = self.control(size);
-            let (rtt, bw, by) = match pair(Config::Mpi, Config::RawMpi, size) {
-                Some((m, r)) => (m.rtt_us / r.rtt_us, m.bw_bytes_per_s / r.bw_bytes_per_s, ""),
-                None => match one_job {
-                    Some(o) => (o.rtt, o.bw, " in one job"),
-                    None => continue,
-                },
-            };
-            compared += 1;
-            let also = |pick: fn(Paired) -> f64| {
-                let mut also = Vec::new();
-                if by.is_empty() {
-                    if let Some(p) = paired {
-                        also.push(format!("paired {:.2}x", pick(p)));
-                    }
-                    if let Some(o) = one_job {
-                        also.push(format!("1 job {:.2}x", pick(o)));
-                    }
-                }
-                if let Some(c) = control {
-                    also.push(format!("control {:.2}x", pick(c)));
-                }
-                if also.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", also.join(", "))
-                }
-            };
-            if rtt > 1.05 {
-                misses.push(format!(
-                    "{} round trip {rtt:.3}x{by}{}",
-                    size_label(size),
-                    also(|p| p.rtt)
-                ));
-            }
-            if bw < 0.95 {
-                misses.push(format!(
-                    "{} bandwidth {bw:.3}x{by}{}",
-                    size_label(size),
-                    also(|p| p.bw)
-                ));
-            }
-        }
-        let (verdict, detail) = if compared == 0 {
-            not_measured(format!(
-                "needs {} and {}, or {}, at sizes of 4K or more",
-                Config::Mpi.name(),
-                Config::RawMpi.name(),
-                Config::MpiVsRaw.name()
-            ))
-        } else if misses.is_empty() {
-            (Verdict::Met, format!("{compared} sizes compared"))
-        } else {
-            (Verdict::Missed, misses.join(", "))
-        };
+        let (verdict, detail) = self.mpi_within_5_percent();
         targets.push(Target {
             name: "mttl MPI backend: within 5% of raw rsmpi at 4 KiB and above".into(),
             verdict,
@@ -575,6 +511,116 @@ impl Summary {
             detail,
         });
         targets
+    }
+
+    /// The target "mttl MPI backend within 5% of raw rsmpi at 4 KiB and
+    /// above", size by size. Judged on the ratio in one job (`mpi-vs-raw`)
+    /// where measured, the comparison that strays least (see `control`),
+    /// else on the best runs of the separate jobs (`mpi`, `raw-mpi`). A
+    /// size that misses by no more than the control (`raw-vs-raw`, raw
+    /// rsmpi against itself the same way) strays from 1.00 there is
+    /// unresolved rather than missed: this machine cannot tell. Each miss
+    /// shows the other ratios measured.
+    fn mpi_within_5_percent(&self) -> (Verdict, String) {
+        let mut compared = 0;
+        let (mut misses, mut unresolved) = (Vec::new(), Vec::new());
+        let mut by_one_job = false;
+        for &size in self.sizes.iter().filter(|&&s| s >= 4 << 10) {
+            let best = self
+                .get(Config::Mpi, size)
+                .zip(self.get(Config::RawMpi, size))
+                .map(|(m, r)| Paired {
+                    rtt: m.rtt_us / r.rtt_us,
+                    bw: m.bw_bytes_per_s / r.bw_bytes_per_s,
+                    sweeps: 0,
+                });
+            let one_job = self.one_job(size);
+            let control = self.control(size);
+            let (judged, by) = match (one_job, best) {
+                (Some(o), _) => (o, " in one job"),
+                (None, Some(b)) => (b, ""),
+                (None, None) => continue,
+            };
+            by_one_job |= one_job.is_some();
+            compared += 1;
+            for (what, pick, limit) in [
+                ("round trip", (|p: Paired| p.rtt) as fn(Paired) -> f64, 1.05),
+                ("bandwidth", |p: Paired| p.bw, 0.95),
+            ] {
+                let ratio = pick(judged);
+                let within = if limit > 1.0 {
+                    ratio <= limit
+                } else {
+                    ratio >= limit
+                };
+                if within {
+                    continue;
+                }
+                let mut also = Vec::new();
+                if one_job.is_some() {
+                    if let Some(b) = best {
+                        also.push(format!("best runs {:.2}x", pick(b)));
+                    }
+                }
+                if let Some(p) = self.paired(Config::Mpi, size) {
+                    also.push(format!("paired {:.2}x", pick(p)));
+                }
+                if one_job.is_none() {
+                    if let Some(c) = control {
+                        also.push(format!("control {:.2}x", pick(c)));
+                    }
+                }
+                let strays = control
+                    .filter(|_| one_job.is_some())
+                    .map(|c| (pick(c) - 1.0).abs())
+                    .filter(|&strays| strays >= (ratio - 1.0).abs());
+                if let Some(strays) = strays {
+                    also.insert(0, format!("control strays {strays:.2}"));
+                }
+                let line = format!(
+                    "{} {what} {ratio:.3}x{by}{}",
+                    size_label(size),
+                    if also.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", also.join(", "))
+                    }
+                );
+                if strays.is_some() {
+                    unresolved.push(line);
+                } else {
+                    misses.push(line);
+                }
+            }
+        }
+        let sizes = format!(
+            "{compared} sizes compared{}",
+            if by_one_job { " in one job" } else { "" }
+        );
+        if compared == 0 {
+            (
+                Verdict::NotMeasured,
+                format!(
+                    "needs {} and {}, or {}, at sizes of 4K or more",
+                    Config::Mpi.name(),
+                    Config::RawMpi.name(),
+                    Config::MpiVsRaw.name()
+                ),
+            )
+        } else if !misses.is_empty() {
+            misses.extend(unresolved.into_iter().map(|u| format!("unresolved: {u}")));
+            (Verdict::Missed, misses.join(", "))
+        } else if !unresolved.is_empty() {
+            (
+                Verdict::Unresolved,
+                format!(
+                    "{sizes}; missed only by as much as raw rsmpi strays from itself: {}",
+                    unresolved.join(", ")
+                ),
+            )
+        } else {
+            (Verdict::Met, sizes)
+        }
     }
 
     /// The targets as text, one per line.
@@ -764,6 +810,15 @@ mod tests {
         );
     }
 
+    /// One `mpi-vs-raw` run with the sizes of `runs`, in order.
+    fn one_job_sizes(runs: &[RunResult]) -> RunResult {
+        RunResult {
+            sizes: runs.iter().flat_map(|r| r.sizes.clone()).collect(),
+            reference: runs.iter().flat_map(|r| r.reference.clone()).collect(),
+            ..runs[0].clone()
+        }
+    }
+
     #[test]
     fn one_job_ratios_divide_medians_within_each_job() {
         let k16 = 16 << 10;
@@ -795,50 +850,74 @@ mod tests {
     }
 
     #[test]
-    fn a_miss_shows_the_one_job_ratio_too() {
-        let k16 = 16 << 10;
-        let at_16k = |sweep: usize, rtt: f64, bw: f64| {
-            let mut run = in_sweep(sweep, rtt, bw);
-            run.sizes[0].plan = Plan::for_size(k16);
+    fn one_job_judges_and_the_control_tells_a_miss_from_noise() {
+        let (k16, m16) = (16 << 10, 16 << 20);
+        let separate = |size: usize, rtt: f64, bw: f64| {
+            let mut run = in_sweep(0, rtt, bw);
+            run.sizes[0].plan = Plan::for_size(size);
             run
         };
-        let summary = Summary::new(
-            &[k16],
-            &[
-                (Config::Mpi, vec![at_16k(0, 10.0, 90.0)]),
-                (Config::RawMpi, vec![at_16k(0, 10.0, 100.0)]),
-                (
-                    Config::MpiVsRaw,
-                    vec![one_job_run(0, k16, (&[10.0], &[97.0]), (10.0, 100.0))],
-                ),
-                (
-                    Config::RawVsRaw,
-                    vec![one_job_run(0, k16, (&[10.0], &[101.0]), (10.0, 100.0))],
-                ),
-            ],
-        );
-        let targets = summary.targets_text();
+        let summary = |one_job: f64, control: f64| {
+            Summary::new(
+                &[k16, m16],
+                &[
+                    (
+                        Config::Mpi,
+                        vec![separate(k16, 10.0, 90.0), separate(m16, 10.0, 100.0)],
+                    ),
+                    (
+                        Config::RawMpi,
+                        vec![separate(k16, 10.0, 100.0), separate(m16, 10.0, 100.0)],
+                    ),
+                    (
+                        Config::MpiVsRaw,
+                        vec![one_job_sizes(&[
+                            one_job_run(0, k16, (&[10.0], &[97.0]), (10.0, 100.0)),
+                            one_job_run(0, m16, (&[10.0], &[one_job]), (10.0, 100.0)),
+                        ])],
+                    ),
+                    (
+                        Config::RawVsRaw,
+                        vec![one_job_run(0, m16, (&[10.0], &[control]), (10.0, 100.0))],
+                    ),
+                ],
+            )
+        };
+        let verdict = |s: &Summary| {
+            s.targets()
+                .into_iter()
+                .find(|t| t.name.contains("within 5%"))
+                .map(|t| (t.verdict, t.detail))
+                .unwrap()
+        };
+
+        // 16K: 0.90 in the best runs, 0.97 in one job: judged in one job.
+        // 16M: 0.93 in one job, and raw rsmpi strays 0.08 from itself there.
+        let (v, detail) = verdict(&summary(93.0, 92.0));
+        assert_eq!(v, Verdict::Unresolved, "{detail}");
         assert!(
-            targets.contains("16K bandwidth 0.900x (paired 0.90x, 1 job 0.97x, control 1.01x)"),
-            "{targets}"
+            detail.contains("2 sizes compared in one job")
+                && detail.contains("16M bandwidth 0.930x in one job (control strays 0.08"),
+            "{detail}"
         );
-        let tables = summary.tables();
+
+        // The control close to 1.00 there: a miss, with the other ratios.
+        let (v, detail) = verdict(&summary(93.0, 99.0));
+        assert_eq!(v, Verdict::Missed, "{detail}");
+        assert!(
+            detail.contains("16M bandwidth 0.930x in one job (best runs 1.00x, paired 1.00x)"),
+            "{detail}"
+        );
+
+        // Within 5% in one job everywhere: met.
+        let (v, detail) = verdict(&summary(99.0, 92.0));
+        assert_eq!(v, Verdict::Met, "{detail}");
+
+        let tables = summary(93.0, 92.0).tables();
         assert!(tables.contains("control"), "{tables}");
-        let doc = summary.to_json(1, &[], &[]);
+        let doc = summary(93.0, 101.0).to_json(1, &[], &[]);
         assert_eq!(doc["paired"]["raw-vs-raw"][0]["bw_ratio"], 1.01);
-        // Missed only in one job: judged there, and said so.
-        let summary = Summary::new(
-            &[k16],
-            &[(
-                Config::MpiVsRaw,
-                vec![one_job_run(0, k16, (&[11.0], &[100.0]), (10.0, 100.0))],
-            )],
-        );
-        let targets = summary.targets_text();
-        assert!(
-            targets.contains("16K round trip 1.100x in one job"),
-            "{targets}"
-        );
+        assert_eq!(doc["paired"]["mpi-vs-raw"][1]["bw_ratio"], 0.93);
     }
 
     #[test]

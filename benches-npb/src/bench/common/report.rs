@@ -72,6 +72,9 @@ fn render(headers: &[String], rows: &[Vec<String>], gaps: &[usize], labelled: bo
 pub(crate) enum Verdict {
     Met,
     Missed,
+    /// The figures miss it, but by no more than the measurement strays
+    /// from itself (its control), so this machine cannot tell.
+    Unresolved,
     NotMeasured,
 }
 
@@ -81,6 +84,7 @@ impl Verdict {
         match self {
             Verdict::Met => "met",
             Verdict::Missed => "MISSED",
+            Verdict::Unresolved => "unresolved",
             Verdict::NotMeasured => "not measured",
         }
     }
