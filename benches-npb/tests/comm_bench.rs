@@ -7,19 +7,13 @@ use std::process::Command;
 
 use serde_json::Value;
 
-#[test]
-fn tcp_sweep_reports_positive_figures_for_every_size() {
+/// Runs `mttl-bench comm --json` with `args`; returns the JSON document
+/// and the tables (stderr). Fails the test if the run fails.
+fn comm_json(args: &[&str]) -> (Value, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
-        .args([
-            "comm",
-            "--sizes",
-            "8,64K",
-            "--reps",
-            "2",
-            "--backends",
-            "tcp",
-            "--json",
-        ])
+        .arg("comm")
+        .args(args)
+        .arg("--json")
         .output()
         .expect("mttl-bench starts");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -31,6 +25,12 @@ fn tcp_sweep_reports_positive_figures_for_every_size() {
     );
     let doc: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+    (doc, stderr.into_owned())
+}
+
+#[test]
+fn tcp_sweep_reports_positive_figures_for_every_size() {
+    let (doc, _) = comm_json(&["--sizes", "8,64K", "--reps", "2", "--backends", "tcp"]);
 
     assert_eq!(doc["benchmark"], "comm");
     assert_eq!(doc["reps"], 2);
@@ -114,28 +114,15 @@ fn mpi_configurations_need_the_mpi_feature() {
 #[cfg(feature = "mpi")]
 #[test]
 fn mpi_vs_raw_in_one_job_reports_a_ratio_per_size() {
-    let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
-        .args([
-            "comm",
-            "--sizes",
-            "8,16K",
-            "--reps",
-            "1",
-            "--backends",
-            "mpi-vs-raw",
-            "--json",
-        ])
-        .output()
-        .expect("mttl-bench starts");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "mttl-bench comm failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        output.status
-    );
-    let doc: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+    let (doc, stderr) = comm_json(&[
+        "--sizes",
+        "8,16K",
+        "--reps",
+        "1",
+        "--backends",
+        "mpi-vs-raw",
+    ]);
+    let stdout = doc.to_string();
     let configs = doc["configs"].as_array().expect("a configs list");
     assert_eq!(configs.len(), 1, "{configs:?}");
     assert_eq!(configs[0]["name"], "mpi-vs-raw");

@@ -108,26 +108,16 @@ fn rows_by_size<T: Copy>(
 /// [`Paired`] figures of `runs` against `reference` at `size`, from the
 /// sweeps in which both measured it.
 fn paired(size: usize, runs: &[RunResult], reference: &[RunResult]) -> Option<Paired> {
-    let figures = |run: &RunResult| {
-        let s = run.sizes.iter().find(|s| s.plan.size == size)?;
-        median(&s.rtt_us).zip(median(&s.bw_bytes_per_s))
-    };
     let theirs = run_of_each_sweep(reference);
-    let (mut rtt, mut bw) = (Vec::new(), Vec::new());
-    for (sweep, run) in run_of_each_sweep(runs) {
-        let Some((_, other)) = theirs.iter().find(|(s, _)| *s == sweep) else {
-            continue;
-        };
-        if let Some(((r, b), (ro, bo))) = figures(run).zip(figures(other)) {
-            rtt.push(r / ro);
-            bw.push(b / bo);
-        }
-    }
-    Some(Paired {
-        rtt: median(&rtt)?,
-        bw: median(&bw)?,
-        sweeps: rtt.len(),
-    })
+    median_ratios(
+        size,
+        run_of_each_sweep(runs)
+            .into_iter()
+            .filter_map(|(sweep, run)| {
+                let (_, other) = theirs.iter().find(|(s, _)| *s == sweep)?;
+                Some((run.sizes.as_slice(), other.sizes.as_slice()))
+            }),
+    )
 }
 
 /// The first stack against the second in jobs where they took turns
@@ -136,13 +126,28 @@ fn paired(size: usize, runs: &[RunResult], reference: &[RunResult]) -> Option<Pa
 /// turns); the median of that over the jobs (one per sweep, as for
 /// [`paired`]).
 fn one_job(size: usize, runs: &[RunResult]) -> Option<Paired> {
+    median_ratios(
+        size,
+        run_of_each_sweep(runs)
+            .into_iter()
+            .map(|(_, run)| (run.sizes.as_slice(), run.reference.as_slice())),
+    )
+}
+
+/// The median over `pairs` of the ratio of the first's figures at `size`
+/// to the second's, each figure the median of its samples; pairs where
+/// either did not measure `size` are left out.
+fn median_ratios<'a>(
+    size: usize,
+    pairs: impl Iterator<Item = (&'a [SizeSamples], &'a [SizeSamples])>,
+) -> Option<Paired> {
     let figures = |samples: &[SizeSamples]| {
         let s = samples.iter().find(|s| s.plan.size == size)?;
         median(&s.rtt_us).zip(median(&s.bw_bytes_per_s))
     };
     let (mut rtt, mut bw) = (Vec::new(), Vec::new());
-    for (_, run) in run_of_each_sweep(runs) {
-        if let Some(((r, b), (ro, bo))) = figures(&run.sizes).zip(figures(&run.reference)) {
+    for (first, second) in pairs {
+        if let Some(((r, b), (ro, bo))) = figures(first).zip(figures(second)) {
             rtt.push(r / ro);
             bw.push(b / bo);
         }
