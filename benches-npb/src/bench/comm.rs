@@ -215,6 +215,10 @@ pub struct CommArgs {
     /// Where a worker's rank 0 writes its results.
     #[arg(long, hide = true)]
     out: Option<PathBuf>,
+    /// A worker of `mpi-vs-raw` or `raw-vs-raw` lets the second stack take
+    /// the first turn (odd sweeps; see `measure::interleave`).
+    #[arg(long, hide = true)]
+    second_first: bool,
 }
 
 /// Parses `--settle`: a number of seconds to wait, 0 to 3600.
@@ -258,7 +262,7 @@ pub(super) fn parse_size(text: &str) -> Result<usize, String> {
 pub fn run(args: CommArgs) -> Result<(), BenchError> {
     let sizes = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.to_vec());
     match (args.worker, &args.out) {
-        (Some(config), Some(out)) => worker::worker(config, &sizes, out),
+        (Some(config), Some(out)) => worker::worker(config, &sizes, out, args.second_first),
         _ => orchestrate::orchestrate(&args, &sizes),
     }
 }

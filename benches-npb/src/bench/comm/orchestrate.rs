@@ -49,7 +49,7 @@ pub(super) fn orchestrate(args: &CommArgs, sizes: &[usize]) -> Result<(), BenchE
             let out = dir
                 .path()
                 .join(format!("{}-{rep}-{attempt}.json", config.name()));
-            let worker_args = vec![
+            let mut worker_args = vec![
                 "comm".to_owned(),
                 "--worker".to_owned(),
                 config.name().to_owned(),
@@ -58,6 +58,9 @@ pub(super) fn orchestrate(args: &CommArgs, sizes: &[usize]) -> Result<(), BenchE
                 "--sizes".to_owned(),
                 size_list.clone(),
             ];
+            if rep % 2 == 1 && matches!(config, Config::MpiVsRaw | Config::RawVsRaw) {
+                worker_args.push("--second-first".to_owned());
+            }
             run_job(config, &program, worker_args, &out).map(|run| RunResult { sweep: rep, ..run })
         },
         |result, disturbed| result.disturbed = disturbed,
@@ -125,7 +128,8 @@ fn method_lines(reps: u32, settle: f64, configs: &[Config]) -> Vec<String> {
             .join(", ");
         lines.push(format!(
             "1 job (mpi-vs-raw): mttl's MPI backend (first) and raw rsmpi (second) in the same \
-             two processes, taking turns at each size ({turns}), each turn a full round-trip \
+             two processes, taking turns at each size ({turns}; the other way round every other \
+             sweep, as the side that goes first touches its memory first), each turn a full round-trip \
              and bandwidth measurement as above; the job's ratio divides the median of the \
              first's samples by that of the second's, and the column is the median of the \
              sweeps' ratios. Separate jobs on a shared VM can run in faster or slower modes for \

@@ -19,12 +19,19 @@ use crate::bench::common::raw_mpi;
 use crate::bench::results_file::ResultsFile;
 
 /// Step 3 of the [module docs](super): one worker rank.
-pub(super) fn worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
+/// `second_first`: in `mpi-vs-raw` and `raw-vs-raw`, the second stack
+/// takes the first turn ([`measure::interleave`]).
+pub(super) fn worker(
+    config: Config,
+    sizes: &[usize],
+    out: &Path,
+    second_first: bool,
+) -> Result<(), BenchError> {
     match config {
         Config::Tcp | Config::Mpi => mttl_worker(config, sizes, out),
         Config::RawMpi | Config::RawMpiTcp => raw_worker(config, sizes, out),
-        Config::MpiVsRaw => interleaved_worker(config, sizes, out),
-        Config::RawVsRaw => control_worker(config, sizes, out),
+        Config::MpiVsRaw => interleaved_worker(config, sizes, out, second_first),
+        Config::RawVsRaw => control_worker(config, sizes, out, second_first),
     }
 }
 
@@ -88,7 +95,12 @@ fn raw_max_len(sizes: &[usize]) -> usize {
 /// talks on communicators of its own), so the two never see each other's
 /// messages.
 #[cfg(feature = "mpi")]
-fn interleaved_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
+fn interleaved_worker(
+    config: Config,
+    sizes: &[usize],
+    out: &Path,
+    second_first: bool,
+) -> Result<(), BenchError> {
     let comm = join_mttl(config, Config::Mpi.name())?;
     let rank = comm.rank();
     let mut raw = endpoint::RawMpiEndpoint::new(
@@ -96,7 +108,7 @@ fn interleaved_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(),
         raw_max_len(sizes),
     );
     let mut ep = MttlEndpoint::new(comm);
-    let (samples, reference) = measure::interleave(&mut ep, &mut raw, sizes)?;
+    let (samples, reference) = measure::interleave(&mut ep, &mut raw, sizes, second_first)?;
     drop(raw);
     if rank == 0 {
         RunResult {
@@ -138,14 +150,19 @@ fn raw_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchEr
 /// `raw-vs-raw`: two raw rsmpi endpoints, each with buffers of its own,
 /// taking turns as in `mpi-vs-raw`.
 #[cfg(feature = "mpi")]
-fn control_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
+fn control_worker(
+    config: Config,
+    sizes: &[usize],
+    out: &Path,
+    second_first: bool,
+) -> Result<(), BenchError> {
     use mpi::topology::Communicator;
 
     let (universe, world) = raw_mpi::init_pair(config.name())?;
     let rank = world.rank();
     let mut first = endpoint::RawMpiEndpoint::new(world.duplicate(), raw_max_len(sizes));
     let mut second = endpoint::RawMpiEndpoint::new(world, raw_max_len(sizes));
-    let (samples, reference) = measure::interleave(&mut first, &mut second, sizes)?;
+    let (samples, reference) = measure::interleave(&mut first, &mut second, sizes, second_first)?;
     if rank == 0 {
         RunResult {
             backend: "rsmpi".to_owned(),
@@ -170,11 +187,21 @@ fn raw_worker(config: Config, _sizes: &[usize], _out: &Path) -> Result<(), Bench
 }
 
 #[cfg(not(feature = "mpi"))]
-fn interleaved_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
+fn interleaved_worker(
+    config: Config,
+    sizes: &[usize],
+    out: &Path,
+    _second_first: bool,
+) -> Result<(), BenchError> {
     raw_worker(config, sizes, out)
 }
 
 #[cfg(not(feature = "mpi"))]
-fn control_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchError> {
+fn control_worker(
+    config: Config,
+    sizes: &[usize],
+    out: &Path,
+    _second_first: bool,
+) -> Result<(), BenchError> {
     raw_worker(config, sizes, out)
 }
