@@ -9,6 +9,7 @@ use mttl_comm::{AnyComm, Comm};
 #[cfg(feature = "mpi")]
 use super::endpoint;
 use super::endpoint::MttlEndpoint;
+use super::measure::SizeSamples;
 use super::results::RunResult;
 #[cfg(not(feature = "mpi"))]
 use super::MPI_BUILD_HINT;
@@ -30,8 +31,16 @@ pub(super) fn worker(
     match config {
         Config::Tcp | Config::Mpi => mttl_worker(config, sizes, out),
         Config::RawMpi | Config::RawMpiTcp => raw_worker(config, sizes, out),
+        #[cfg(feature = "mpi")]
         Config::MpiVsRaw => interleaved_worker(config, sizes, out, second_first),
+        #[cfg(feature = "mpi")]
         Config::RawVsRaw => control_worker(config, sizes, out, second_first),
+        // Without MPI, the same refusal as raw MPI's.
+        #[cfg(not(feature = "mpi"))]
+        Config::MpiVsRaw | Config::RawVsRaw => {
+            let _ = second_first;
+            raw_worker(config, sizes, out)
+        }
     }
 }
 
@@ -65,17 +74,29 @@ fn mttl_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchE
     let samples = measure::sweep(&mut ep, sizes)?;
     let comm = ep.into_comm();
     if comm.rank() == 0 {
-        RunResult {
-            backend,
-            sizes: samples,
-            reference: Vec::new(),
-            disturbed: false,
-            sweep: 0,
-        }
-        .write(config.name(), out)?;
+        write_run(config, out, &backend, samples, Vec::new())?;
     }
     comm.finish()?;
     Ok(())
+}
+
+/// Rank 0's results file: `backend`'s samples, and raw rsmpi's from the
+/// same job (`reference`; empty for a single stack).
+fn write_run(
+    config: Config,
+    out: &Path,
+    backend: &str,
+    sizes: Vec<SizeSamples>,
+    reference: Vec<SizeSamples>,
+) -> Result<(), BenchError> {
+    RunResult {
+        backend: backend.to_owned(),
+        sizes,
+        reference,
+        disturbed: false,
+        sweep: 0,
+    }
+    .write(config.name(), out)
 }
 
 /// The largest message a raw endpoint must receive in a sweep of `sizes`.
@@ -111,14 +132,7 @@ fn interleaved_worker(
     let (samples, reference) = measure::interleave(&mut ep, &mut raw, sizes, second_first)?;
     drop(raw);
     if rank == 0 {
-        RunResult {
-            backend: Config::Mpi.name().to_owned(),
-            sizes: samples,
-            reference,
-            disturbed: false,
-            sweep: 0,
-        }
-        .write(config.name(), out)?;
+        write_run(config, out, Config::Mpi.name(), samples, reference)?;
     }
     ep.into_comm().finish()?;
     Ok(())
@@ -133,14 +147,7 @@ fn raw_worker(config: Config, sizes: &[usize], out: &Path) -> Result<(), BenchEr
     let mut ep = endpoint::RawMpiEndpoint::new(world, raw_max_len(sizes));
     let samples = measure::sweep(&mut ep, sizes)?;
     if rank == 0 {
-        RunResult {
-            backend: "rsmpi".to_owned(),
-            sizes: samples,
-            reference: Vec::new(),
-            disturbed: false,
-            sweep: 0,
-        }
-        .write(config.name(), out)?;
+        write_run(config, out, "rsmpi", samples, Vec::new())?;
     }
     drop(ep);
     drop(universe);
@@ -164,14 +171,7 @@ fn control_worker(
     let mut second = endpoint::RawMpiEndpoint::new(world, raw_max_len(sizes));
     let (samples, reference) = measure::interleave(&mut first, &mut second, sizes, second_first)?;
     if rank == 0 {
-        RunResult {
-            backend: "rsmpi".to_owned(),
-            sizes: samples,
-            reference,
-            disturbed: false,
-            sweep: 0,
-        }
-        .write(config.name(), out)?;
+        write_run(config, out, "rsmpi", samples, reference)?;
     }
     drop((first, second));
     drop(universe);
@@ -184,24 +184,4 @@ fn raw_worker(config: Config, _sizes: &[usize], _out: &Path) -> Result<(), Bench
         config: config.name(),
         detail: format!("this build has no MPI; rebuild with `{MPI_BUILD_HINT}`"),
     })
-}
-
-#[cfg(not(feature = "mpi"))]
-fn interleaved_worker(
-    config: Config,
-    sizes: &[usize],
-    out: &Path,
-    _second_first: bool,
-) -> Result<(), BenchError> {
-    raw_worker(config, sizes, out)
-}
-
-#[cfg(not(feature = "mpi"))]
-fn control_worker(
-    config: Config,
-    sizes: &[usize],
-    out: &Path,
-    _second_first: bool,
-) -> Result<(), BenchError> {
-    raw_worker(config, sizes, out)
 }
