@@ -3,8 +3,9 @@
 //! Every process of a job runs the same program. Node 0 runs the function
 //! marked [`macro@main`]; its lightweight threads call functions on other
 //! nodes ([`invoke`], [`ainvoke`]), meet in FIFO cells ([`SyncCell`]) and
-//! reach other nodes' memory through global pointers. Underneath, the
-//! eight-primitive [`comm::Comm`] trait runs over TCP (the default) or MPI.
+//! reach other nodes' memory through global pointers ([`GlobalPtr`]).
+//! Underneath, the eight-primitive [`Comm`](comm::Comm) trait runs over TCP
+//! (the default), MPI or, for tests and debugging, threads of one process.
 //!
 //! ```ignore
 //! #[mttl::remote]
@@ -19,7 +20,63 @@
 //!     }
 //! }
 //! ```
+//!
+//! The API, by concept:
+//!
+//! - the job: [`macro@main`], [`start`], [`rank`], [`size`],
+//!   [`backend_name`], [`stats`], [`flush`];
+//! - remote calls: [`macro@remote`], [`invoke`], [`ainvoke`], [`try_invoke`],
+//!   [`spmd`], [`Pending`], [`RemoteError`];
+//! - threads: [`thread::spawn`], [`yield_now`];
+//! - synchronisation cells: [`SyncCell`], [`GlobalSync`];
+//! - global memory: [`GlobalArray`], [`GlobalObject`], [`GlobalPtr`],
+//!   [`AtomicInt`], [`fence`];
+//! - collectives: [`barrier`], [`broadcast`], [`reduce`], [`allreduce`],
+//!   [`gather`], [`allgather`], [`alltoall`], [`alltoallv`] and their slice
+//!   and typed forms;
+//! - plain data and encoding: [`Pod`], [`Zeroable`], [`Encode`], [`Decode`].
 
+/// The communication layer: the [`Comm`](comm::Comm) trait and its backends.
+#[doc(no_inline)]
 pub use mttl_comm as comm;
-pub use mttl_core::*;
+pub use mttl_core::{
+    ainvoke, allgather, allreduce, allreduce_max, allreduce_max_slice, allreduce_min,
+    allreduce_min_slice, allreduce_slice, allreduce_sum, allreduce_sum_slice, alltoall,
+    alltoall_slice, alltoallv, backend_name, barrier, broadcast, broadcast_slice, fence, flush,
+    gather, invoke, rank, reduce, size, spmd, start, stats, try_fence, try_invoke, yield_now,
+    AtomicInt, BorrowError, GlobalArray, GlobalError, GlobalErrorKind, GlobalObject, GlobalPtr,
+    GlobalRef, GlobalRefMut, GlobalSync, MainResult, Pending, Remote, RemoteError, RemoteMethod,
+    Stats, SyncCell, MAX_OWNED_BYTES, MAX_OWNED_SENDS,
+};
 pub use mttl_macros::{main, remote};
+
+/// The serialisation crate, for `#[derive(mttl::Encode, mttl::Decode)]` with
+/// `#[bincode(crate = "mttl::bincode")]`.
+#[doc(no_inline)]
+pub use mttl_core::bincode;
+/// The plain-data crate, for `#[derive(mttl::Pod, mttl::Zeroable)]` with
+/// `#[bytemuck(crate = "mttl::bytemuck")]` on types kept in global memory.
+#[doc(no_inline)]
+pub use mttl_core::bytemuck;
+#[doc(no_inline)]
+pub use mttl_core::{Decode, Encode, Pod, Zeroable};
+
+/// mttl threads: cooperative user-level threads of one process.
+///
+/// A thread runs until it blocks (on a [`SyncCell`], a reply, a
+/// collective), yields, or ends; the process's message handler runs
+/// whenever the current thread blocks or yields.
+pub mod thread {
+    pub use mttl_core::thread::{
+        blocked_threads, catch_panic, current, current_name, in_thread, live_threads,
+        ready_threads, spawn, stack_size, stack_stats, try_spawn, yield_now, BlockReason,
+        BlockedThread, PanicLocation, SpawnError, StackStats, ThreadId, ThreadPanic,
+    };
+}
+
+/// Items the macros expand to; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use mttl_core::__private::*;
+    pub use mttl_core::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};
+}

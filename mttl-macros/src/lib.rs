@@ -178,7 +178,7 @@ fn expand_remote(f: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
                     #encode
                 }
             },
-            quote!(::mttl::Callable::Free(__mttl_call)),
+            quote!(::mttl::__private::Callable::Free(__mttl_call)),
         ),
         Some(obj) => (
             quote! {
@@ -189,7 +189,7 @@ fn expand_remote(f: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
                     #encode
                 }
             },
-            quote!(::mttl::Callable::Method { call: __mttl_call, object_size: ::std::mem::size_of::<#obj>() }),
+            quote!(::mttl::__private::Callable::Method { call: __mttl_call, object_size: ::std::mem::size_of::<#obj>() }),
         ),
     };
     Ok(quote! {
@@ -200,10 +200,10 @@ fn expand_remote(f: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
             }
             #trampoline
             ::mttl::__private::inventory::submit! {
-                ::mttl::RemoteFn {
+                ::mttl::__private::RemoteFn {
                     name: ::std::concat!(::std::module_path!(), "::", #fn_name),
                     signature: #signature,
-                    id: ::mttl::fnv1a(&[::std::module_path!(), "::", #fn_name, #signature]),
+                    id: ::mttl::__private::fnv1a(&[::std::module_path!(), "::", #fn_name, #signature]),
                     type_id: __mttl_type_id,
                     callable: #callable,
                 }

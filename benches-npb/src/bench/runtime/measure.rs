@@ -37,8 +37,8 @@ use std::hint::black_box;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use mttl::thread;
 use mttl::SyncCell;
+use mttl_core::thread;
 
 use crate::bench::error::BenchError;
 
