@@ -2,11 +2,21 @@
 # MPI (library, headers, mpirun), libclang (for rsmpi's bindgen) and
 # pkg-config; and iproute2 (`ip`), with which a test stages a vanished host
 # in network namespaces. Sourced by scripts/test-all and .ci/run; does
-# nothing when they are there.
+# nothing when they are there. `install_slurm` installs a one-node Slurm's
+# daemons for the Slurm test (CI only: on a workstation the packages would
+# register system services).
 
 install_deps() {
+    install_packages openmpi-bin libopenmpi-dev libclang-dev pkg-config iproute2
+}
+
+install_slurm() {
+    install_packages slurmd slurmctld slurm-client munge
+}
+
+install_packages() {
     local missing=() pkg
-    for pkg in openmpi-bin libopenmpi-dev libclang-dev pkg-config iproute2; do
+    for pkg in "$@"; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     [ ${#missing[@]} -eq 0 ] && return 0

@@ -61,7 +61,8 @@ struct Cli {
           value_parser = clap::value_parser!(u32).range(1..))]
     np: Option<u32>,
 
-    /// Communication backend [default: mpi for the mpi variant, else tcp].
+    /// Communication backend [default: inside an mpirun, srun or mttlrun job,
+    /// the job's own; else mpi for the mpi variant, tcp for mttl].
     #[arg(long, value_name = "tcp|mpi")]
     backend: Option<BackendKind>,
 

@@ -348,6 +348,9 @@ impl Comm for MpiComm {
         let spin = wait::spin_time(env::spin_time()?, spin_set);
         let max_message = env::max_message()?.min(i32::MAX as usize);
         let launcher_vars = LauncherVars::read();
+        launcher_vars
+            .check_srun()
+            .map_err(|why| init_error(None, ErrorKind::Environment(why)))?;
         super::malloc::keep_freed_memory();
         let (universe, threading) = mpi::initialize_with_threading(Threading::Funneled)
             .ok_or_else(|| init_error(None, ErrorKind::Environment(ALREADY_INITIALISED.into())))?;
