@@ -52,7 +52,7 @@ use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use mttl_comm::{AnyComm, Comm, CommError, Rank, SendHandle};
+use mttl_comm::{AnyComm, Comm, CommError, CommTuning, Rank, SendHandle};
 use rustc_hash::FxHashMap;
 
 use crate::outbox::Outbox;

@@ -9,7 +9,7 @@ use std::ffi::c_int;
 
 use super::EAGER_MAX;
 
-/// [`Comm::batch_len`](crate::Comm::batch_len) on the MPI library named `library` (as
+/// [`CommTuning::batch_len`](crate::CommTuning::batch_len) on the MPI library named `library` (as
 /// `MPI_Get_library_version` starts): the provided 16 KiB, but on the
 /// MPICH family 4 KiB, so that a batch (flushed from that size on, plus at
 /// most one more message of up to 4 KiB) stays within the 8 KiB or so that
@@ -26,7 +26,7 @@ pub(super) fn batch_len_for(library: &str) -> usize {
     }
 }
 
-/// [`Comm::combine_len`](crate::Comm::combine_len) on the MPI library named `library`. Copying a
+/// [`CommTuning::combine_len`](crate::CommTuning::combine_len) on the MPI library named `library`. Copying a
 /// header and a body together costs the sender a copy and the receiver
 /// another (cutting the body out), more than a second message from about
 /// 2 KiB on with Open MPI's shared memory (`mttl-bench rwrite`: 64 KiB

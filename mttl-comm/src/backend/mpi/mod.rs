@@ -170,6 +170,7 @@ use self::wait::LearnedSpin;
 use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env;
 use crate::error::{CommError, ErrorKind, Op};
+use crate::tuning::CommTuning;
 
 /// The largest message `send` passes to a blocking `MPI_Send`; larger ones
 /// take the `MPI_Isend` + drain path.
@@ -210,9 +211,9 @@ pub struct MpiComm {
     rank: Rank,
     size: usize,
     max_message: usize,
-    /// See [`Comm::batch_len`] and [`batch_len_for`].
+    /// See [`CommTuning::batch_len`] and [`batch_len_for`].
     batch_len: usize,
-    /// See [`Comm::combine_len`] and [`combine_len_for`].
+    /// See [`CommTuning::combine_len`] and [`combine_len_for`].
     combine_len: usize,
     spin: Duration,
     /// What recent waits taught about how long to spin on (`wait.rs`).
@@ -435,14 +436,6 @@ impl Comm for MpiComm {
         self.max_message
     }
 
-    fn batch_len(&self) -> usize {
-        self.batch_len
-    }
-
-    fn combine_len(&self) -> usize {
-        self.combine_len
-    }
-
     fn finish(mut self) -> Result<(), CommError> {
         if let Err(error) = self.settle(Op::Finish).and_then(|()| self.complete_all()) {
             self.abandon();
@@ -451,10 +444,6 @@ impl Comm for MpiComm {
         // Step 2: MPI_Finalize.
         drop(self.universe.take());
         Ok(())
-    }
-
-    fn holds_received(&self) -> bool {
-        !self.inbox.is_empty() || self.announced.is_some()
     }
 
     #[inline]
@@ -501,6 +490,60 @@ impl Comm for MpiComm {
     #[inline]
     fn nsend(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
         self.nsend_owned(dest, tag, data, SMALL_MAX)
+    }
+
+    #[inline]
+    fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
+        self.settle(Op::SendDone(handle.dest))?;
+        let done = self.test_send(handle)?;
+        if !done {
+            // Progress in both directions: a peer may wait for this rank to
+            // take its large message before it takes ours. Callers poll
+            // this in a loop, so every DRAIN_EVERY-th call is often enough
+            // (see `progress.rs`).
+            self.send_done_polls = self.send_done_polls.wrapping_add(1);
+            if self.send_done_polls % DRAIN_EVERY == 0 {
+                self.drain_one(Op::SendDone(handle.dest))?;
+            }
+        }
+        Ok(done)
+    }
+
+    #[inline]
+    fn recv_from(
+        &mut self,
+        source: Rank,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Message>, CommError> {
+        let op = Op::RecvFrom(source);
+        self.settle(op)?;
+        self.check_rank(op, source)?;
+        self.wait_message(op, Some(source), timeout)
+    }
+
+    #[inline]
+    fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
+        self.settle(Op::RecvAny)?;
+        if !self.inbox.is_empty() {
+            // Drain one more message behind the oldest, so a busy inbox
+            // cannot starve MPI; before taking it, so an error loses nothing.
+            self.drain_one(Op::RecvAny)?;
+        }
+        self.wait_message(Op::RecvAny, None, timeout)
+    }
+}
+
+impl CommTuning for MpiComm {
+    fn batch_len(&self) -> usize {
+        self.batch_len
+    }
+
+    fn combine_len(&self) -> usize {
+        self.combine_len
+    }
+
+    fn holds_received(&self) -> bool {
+        !self.inbox.is_empty() || self.announced.is_some()
     }
 
     fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
@@ -567,38 +610,9 @@ impl Comm for MpiComm {
     }
 
     #[inline]
-    fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
-        self.settle(Op::SendDone(handle.dest))?;
-        let done = self.test_send(handle)?;
-        if !done {
-            // Progress in both directions: a peer may wait for this rank to
-            // take its large message before it takes ours. Callers poll
-            // this in a loop, so every DRAIN_EVERY-th call is often enough
-            // (see `progress.rs`).
-            self.send_done_polls = self.send_done_polls.wrapping_add(1);
-            if self.send_done_polls % DRAIN_EVERY == 0 {
-                self.drain_one(Op::SendDone(handle.dest))?;
-            }
-        }
-        Ok(done)
-    }
-
-    #[inline]
     fn send_finished(&mut self, handle: SendHandle) -> Result<bool, CommError> {
         self.settle(Op::SendDone(handle.dest))?;
         self.test_send(handle)
-    }
-
-    #[inline]
-    fn recv_from(
-        &mut self,
-        source: Rank,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Message>, CommError> {
-        let op = Op::RecvFrom(source);
-        self.settle(op)?;
-        self.check_rank(op, source)?;
-        self.wait_message(op, Some(source), timeout)
     }
 
     fn recv_from_into(
@@ -611,17 +625,6 @@ impl Comm for MpiComm {
         let op = Op::RecvFrom(source);
         self.check_rank(op, source)?;
         self.recv_in_place(op, source, timeout, buf, accept)
-    }
-
-    #[inline]
-    fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
-        self.settle(Op::RecvAny)?;
-        if !self.inbox.is_empty() {
-            // Drain one more message behind the oldest, so a busy inbox
-            // cannot starve MPI; before taking it, so an error loses nothing.
-            self.drain_one(Op::RecvAny)?;
-        }
-        self.wait_message(Op::RecvAny, None, timeout)
     }
 }
 

@@ -78,6 +78,7 @@ use self::sends::OutFrame;
 use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env::{self, Launch, TcpLaunch};
 use crate::error::{CommError, ErrorKind, Op};
+use crate::tuning::CommTuning;
 
 /// How long `finish` waits for every peer's goodbye.
 const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -352,11 +353,11 @@ impl Comm for TcpComm {
         match Launch::from_env()? {
             Launch::Tcp(launch) => TcpComm::connect(&launch),
             Launch::Single => TcpComm::single(),
-            Launch::Mpi => Err(CommError::new(
+            Launch::Mpi | Launch::Local => Err(CommError::new(
                 None,
                 Op::Init,
                 ErrorKind::Environment(
-                    "the launch environment asks for the MPI backend, not TCP".into(),
+                    "the launch environment asks for another backend than TCP".into(),
                 ),
             )),
         }
@@ -448,10 +449,6 @@ impl Comm for TcpComm {
         Ok(())
     }
 
-    fn holds_received(&self) -> bool {
-        !self.incoming.is_empty()
-    }
-
     fn probe(&mut self) -> Result<Option<Envelope>, CommError> {
         if self.incoming.is_empty() {
             self.progress(Some(Duration::ZERO))
@@ -468,19 +465,8 @@ impl Comm for TcpComm {
         self.send_frame(dest, tag, data, false)
     }
 
-    /// As `send`, flagged bulk: the receiver's reader stops at a large
-    /// payload for `recv_from_into` to take in place.
-    fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
-        self.send_frame(dest, tag, data, true)
-    }
-
     fn nsend(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
         self.nsend_frame(dest, tag, data, false)
-    }
-
-    /// As `nsend`, flagged bulk (see `send_bulk`).
-    fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
-        self.nsend_frame(dest, tag, data, true)
     }
 
     fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
@@ -533,6 +519,50 @@ impl Comm for TcpComm {
             Ok(false)
         })?;
         Ok(found)
+    }
+
+    fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
+        let op = Op::RecvAny;
+        let mut found = None;
+        // With one peer, the only link to watch is its.
+        let watch = (self.size == 2).then(|| 1 - self.rank);
+        self.wait_until(op, timeout, watch, |c| {
+            // Messages already received go first: a rank's last messages
+            // before it died (an abort naming the cause) are not lost.
+            if let Some(m) = c.incoming.pop_front() {
+                found = Some(m);
+                return Ok(true);
+            }
+            c.take_lost(op)?;
+            if c.size > 1 && !c.anyone_left() {
+                return Err(c.error(
+                    op,
+                    ErrorKind::PeerLost {
+                        peer: c.rank,
+                        detail: "every other rank has finished: nothing can arrive".into(),
+                    },
+                ));
+            }
+            Ok(false)
+        })?;
+        Ok(found)
+    }
+}
+
+impl CommTuning for TcpComm {
+    fn holds_received(&self) -> bool {
+        !self.incoming.is_empty()
+    }
+
+    /// As `send`, flagged bulk: the receiver's reader stops at a large
+    /// payload for `recv_from_into` to take in place.
+    fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
+        self.send_frame(dest, tag, data, true)
+    }
+
+    /// As `nsend`, flagged bulk (see `send_bulk`).
+    fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
+        self.nsend_frame(dest, tag, data, true)
     }
 
     /// The next message from `source`, as `recv_from` waits for it; if it
@@ -633,33 +663,6 @@ impl Comm for TcpComm {
                 },
             )),
         }
-    }
-
-    fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
-        let op = Op::RecvAny;
-        let mut found = None;
-        // With one peer, the only link to watch is its.
-        let watch = (self.size == 2).then(|| 1 - self.rank);
-        self.wait_until(op, timeout, watch, |c| {
-            // Messages already received go first: a rank's last messages
-            // before it died (an abort naming the cause) are not lost.
-            if let Some(m) = c.incoming.pop_front() {
-                found = Some(m);
-                return Ok(true);
-            }
-            c.take_lost(op)?;
-            if c.size > 1 && !c.anyone_left() {
-                return Err(c.error(
-                    op,
-                    ErrorKind::PeerLost {
-                        peer: c.rank,
-                        detail: "every other rank has finished: nothing can arrive".into(),
-                    },
-                ));
-            }
-            Ok(false)
-        })?;
-        Ok(found)
     }
 }
 
