@@ -19,7 +19,7 @@
 //! |---------------------------|--------------------------------------------------------|------------------|
 //! | [`batch_len`](CommTuning::batch_len)       | a size hint for the runtime's aggregation  | MPI |
 //! | [`combine_len`](CommTuning::combine_len)   | a size hint: header and body in one message up to it | MPI |
-//! | [`holds_received`](CommTuning::holds_received) | a `probe` that does not look at the network | TCP, MPI |
+//! | [`holds_received`](CommTuning::holds_received) | `probe`, or a cheaper look at what was already taken | TCP, MPI |
 //! | [`send_finished`](CommTuning::send_finished)   | `send_done` that leaves incoming messages in the network | MPI |
 //! | [`recv_from_into`](CommTuning::recv_from_into) | `recv_from` into the caller's memory       | TCP, MPI |
 //! | [`send_bulk`](CommTuning::send_bulk)           | `send` of a message meant for `recv_from_into` | TCP, MPI |
@@ -56,13 +56,16 @@ pub trait CommTuning: Comm {
         usize::MAX
     }
 
-    /// Whether messages this backend has already taken out of the network
-    /// wait to be received (while it waited in a send, say), without
-    /// looking at the network: cheaper than [`probe`](Comm::probe), which
-    /// may cost a system call. The provided version says `false`, which is
-    /// always safe: the caller then probes or receives as usual.
-    fn holds_received(&self) -> bool {
-        false
+    /// Whether messages wait to be received, without taking one: a caller
+    /// that holds the core for long (a thread writing in a loop) asks this
+    /// to know when to let its receiving loop run. A backend that takes
+    /// messages out of the network while it sends answers from what it
+    /// already took, without looking at the network again (cheaper than
+    /// [`probe`](Comm::probe), which may cost a system call). The provided
+    /// version is `probe` (an error counts as nothing held: the next
+    /// receive reports it).
+    fn holds_received(&mut self) -> bool {
+        matches!(self.probe(), Ok(Some(_)))
     }
 
     /// [`send_done`](Comm::send_done) for a caller whose own loop receives

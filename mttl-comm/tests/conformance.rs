@@ -16,9 +16,7 @@
 //!
 //! The suite checks the contract of `Comm` on every backend, and each method
 //! of `CommTuning` for what every version of it must do, the provided ones
-//! included. Where an override promises more (a self-send is *held* at once
-//! on TCP and MPI), the check applies to the backends that override it
-//! ([`overrides_tuning`]).
+//! included (`local` takes them all).
 
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -32,12 +30,6 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(180);
 
 fn in_job() -> bool {
     std::env::var_os("MTTL_RANK").is_some() || mttl_comm::env::mpi_launcher_var().is_some()
-}
-
-/// Whether `c`'s backend overrides `CommTuning` (TCP, MPI) rather than
-/// taking its provided versions (`local`).
-fn overrides_tuning(c: &AnyComm) -> bool {
-    c.backend_name() != "local"
 }
 
 /// What a rank of a local job throws to end its thread without finishing
@@ -593,9 +585,7 @@ fn self_send(c: &mut AnyComm) {
     // The other rank sends nothing: nothing is held before the self-sends.
     assert!(!c.holds_received(), "held before anything was sent");
     c.send(me, 1, b"one").unwrap();
-    if overrides_tuning(c) {
-        assert!(c.holds_received(), "a self-send is held at once");
-    }
+    assert!(c.holds_received(), "a self-send is held at once");
     let h = c.nsend(me, 2, b"two".to_vec()).unwrap();
     assert!(c.send_done(h).unwrap());
     assert_eq!(

@@ -62,6 +62,7 @@ use crate::wire::{self, HeaderBuf};
 use crate::{coll, global};
 
 mod dispatch;
+mod local;
 mod send;
 mod start;
 
@@ -138,7 +139,7 @@ pub fn size() -> usize {
     with_rt(|rt| rt.size)
 }
 
-/// The name of the backend in use: `"tcp"` or `"mpi"`.
+/// The name of the backend in use: `"tcp"`, `"mpi"` or `"local"`.
 pub fn backend_name() -> &'static str {
     with_rt(|rt| rt.comm.backend_name())
 }

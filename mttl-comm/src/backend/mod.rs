@@ -140,7 +140,7 @@ impl CommTuning for AnyComm {
     }
 
     #[inline]
-    fn holds_received(&self) -> bool {
+    fn holds_received(&mut self) -> bool {
         dispatch!(self, c => c.holds_received())
     }
 

@@ -542,7 +542,7 @@ impl CommTuning for MpiComm {
         self.combine_len
     }
 
-    fn holds_received(&self) -> bool {
+    fn holds_received(&mut self) -> bool {
         !self.inbox.is_empty() || self.announced.is_some()
     }
 

@@ -550,7 +550,7 @@ impl Comm for TcpComm {
 }
 
 impl CommTuning for TcpComm {
-    fn holds_received(&self) -> bool {
+    fn holds_received(&mut self) -> bool {
         !self.incoming.is_empty()
     }
 
