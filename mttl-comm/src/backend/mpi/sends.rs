@@ -2,7 +2,7 @@
 //! `MPI_Test` reports it complete; and how a send starts
 //! (`MpiComm::start_nsend`, `MpiComm::send_behind`): checked, to itself
 //! straight into the inbox, else behind what announces it (a marker or a
-//! split message's head, `progress.rs`), by `MPI_Isend`.
+//! split message's head, `split.rs`), by `MPI_Isend`.
 //!
 //! Per destination there is a sequence counter and a queue of in-flight
 //! sends, ordered by sequence number (pushed in order; completions may remove
@@ -21,8 +21,8 @@ use std::ffi::c_int;
 use std::fmt;
 use std::mem::ManuallyDrop;
 
-use super::progress::{Lead, Split, HEAD_MAX};
 use super::raw::{Channel, MpiCode, Request, World};
+use super::split::{Lead, Split, HEAD_MAX};
 use super::{MpiComm, BULK_MIN};
 use crate::comm::{Message, Rank, SendHandle, Tag};
 use crate::error::{CommError, ErrorKind, Op};
@@ -47,7 +47,7 @@ impl Payload {
 }
 
 /// `MPI_Isend` of the `len` bytes at `data` on `channel`, a split message's
-/// head first (see `progress.rs`, `Split`): the head's request, if any, and
+/// head first (see `split.rs`, `Split`): the head's request, if any, and
 /// the rest's. If the rest's send cannot start, waits for the head's to end
 /// before returning the error, so that nothing reads `data` any more.
 ///

@@ -264,7 +264,7 @@ const QUICK_ACK_MIN: usize = 256 << 10;
 /// Linux only: other systems have no such option (and nothing is done).
 fn ack_now(socket: &impl AsRawFd) {
     #[cfg(target_os = "linux")]
-    let _ = super::set_socket_option(socket, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
+    let _ = super::socket::set_socket_option(socket, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
     #[cfg(not(target_os = "linux"))]
     let _ = socket;
 }

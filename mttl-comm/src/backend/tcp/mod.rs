@@ -64,6 +64,7 @@ pub mod fuzzing;
 mod liveness;
 mod progress;
 mod sends;
+mod socket;
 
 use std::collections::VecDeque;
 use std::io;
@@ -75,6 +76,7 @@ use mio::{Events, Interest, Poll, Token};
 use self::frame::{FrameKind, FrameReader, Header, ReadError};
 use self::liveness::Liveness;
 use self::sends::OutFrame;
+use self::socket::set_send_buffer;
 use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env::{self, Launch, TcpLaunch};
 use crate::error::{CommError, ErrorKind, Op};
@@ -135,54 +137,6 @@ enum PeerState {
     Lost(String),
     /// The peer sent something that is not a frame.
     Malformed(String),
-}
-
-/// Asks for a send buffer of `bytes` on `link` (`SO_SNDBUF`; Linux doubles
-/// it for its bookkeeping and caps it at `net.core.wmem_max`).
-///
-/// Why not the kernel's automatic sizing: it grows a busy link's buffer to
-/// several MiB, and a stream then keeps that many bytes in flight, in pages
-/// written by the sender and read by the receiver long after, out of both
-/// cores' caches. The default request, 256 KiB (512 KiB once doubled),
-/// still covers a LAN's bandwidth-delay product and keeps the bytes in
-/// flight cache-resident. On the development VM (loopback, 1 MiB messages,
-/// 2 MiB of L2 per core) a raw socket pair streams 8-10 GB/s with it
-/// against 5-5.5 GB/s without, and this backend 6.5-7.5 against 4.3-4.8.
-/// Links with a large bandwidth-delay product (long distances) want
-/// `MTTL_TCP_SNDBUF=0`.
-fn set_send_buffer(link: &std::net::TcpStream, bytes: usize) -> io::Result<()> {
-    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    set_socket_option(link, libc::SOL_SOCKET, libc::SO_SNDBUF, value)
-}
-
-/// Sets the integer socket option `name` of `level` on `socket`.
-fn set_socket_option(
-    socket: &impl std::os::fd::AsRawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: `value` is a live c_int for the duration of the call and its
-    // size is passed with it; the descriptor is `socket`'s own, open while
-    // it is borrowed.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-fn would_block(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock
 }
 
 impl TcpComm {
