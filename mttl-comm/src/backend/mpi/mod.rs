@@ -29,8 +29,8 @@
 //! on the small channel (`posted.rs`; persistent: `MPI_Recv_init` once,
 //! `MPI_Start` per message): MPI matches a message against it as it
 //! arrives, and polling is one `MPI_Test`. (Probing for an unknown message
-//! with `MPI_Iprobe` and then receiving it costs about 0.1 µs more per small
-//! round trip, and each empty `MPI_Iprobe` more than an `MPI_Test`.) A marker
+//! with `MPI_Iprobe` and then receiving it costs more per small round trip,
+//! and each empty `MPI_Iprobe` more than an `MPI_Test`.) A marker
 //! at once posts the `MPI_Irecv` of its payload, from its sender, into a
 //! `Vec` of the announced length. Markers and small messages of one sender
 //! share a channel, and its payloads are received in marker order, so MPI's
@@ -180,16 +180,15 @@ use crate::tuning::CommTuning;
 /// It must stay below the eager limit of every transport, past which
 /// `MPI_Send` waits for the matching receive. Open MPI's shared-memory
 /// transport (vader) is the smallest: its 4 KiB eager fragment carries up to
-/// about 4040 payload bytes (measured with Open MPI 4.1.4). MPICH 4.0.2
+/// about 4040 payload bytes (Open MPI 4.1.4). MPICH 4.0.2
 /// (Debian's, ch4:ucx) sends up to 8255 bytes eagerly on shared memory, and
 /// TCP and InfiniBand allow more.
 pub const EAGER_MAX: usize = 4000;
 
 /// The largest message sent whole on the small channel, and so the size of
 /// the pre-posted buffer. Larger ones pay for a marker (one more small MPI
-/// message, about a quarter of a microsecond here), which is under 1% of the
-/// transfer time from a few hundred KiB up; smaller ones are handed over in
-/// the buffer they arrived in.
+/// message), negligible beside the transfer time from a few hundred KiB
+/// up; smaller ones are handed over in the buffer they arrived in.
 pub const SMALL_MAX: usize = 64 << 10;
 
 /// The largest message `send_bulk` and `nsend_bulk` send whole on the
@@ -197,10 +196,9 @@ pub const SMALL_MAX: usize = 64 << 10;
 /// `recv_from_into` receives them in place.
 ///
 /// A whole message lands in the pre-posted buffer and is copied from there
-/// into the caller's memory; an announced one costs a marker instead (about
-/// a quarter of a microsecond), which is less than the copy from about this
-/// size on. `mttl-bench rwrite` (64 KiB `nwrite`s, Open MPI's shared
-/// memory): 0.68 of raw MPI's throughput copied, 0.83 announced.
+/// into the caller's memory; an announced one costs a marker instead, which
+/// is less than the copy from about this size on (`mttl-bench rwrite`
+/// shows the difference for medium `nwrite`s).
 pub const BULK_MIN: usize = 16 << 10;
 
 /// Why a second `init` in one process fails.

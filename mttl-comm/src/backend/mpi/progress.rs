@@ -43,13 +43,11 @@ use crate::error::{CommError, ErrorKind, Op};
 /// at every this many polls while it spins (at every poll once parked).
 ///
 /// Draining is one more `MPI_Test`, and so one more run of MPI's progress
-/// engine, per poll; polling at twice the rate slowed the receiver's copy
-/// of the message itself (Open MPI's shared memory, 1 MiB round trips,
-/// paired medians over 10 jobs, which move by about 0.05 on this VM: 1.08
-/// to 1.10 of raw MPI draining at every poll, 1.06 at every 16th, 1.03 to
-/// 1.04 never while spinning; streams of `nsend` + `send_done` 2-3% faster
-/// at 4 KiB to 1 MiB). A peer's large message to this rank waits at most
-/// this many polls (a few µs) to be matched.
+/// engine, per poll; draining at every poll slows the receiver's copy of
+/// the message itself (on Open MPI's shared memory), and draining never
+/// while spinning would leave a peer's large message unmatched. At every
+/// 16th poll, a peer's large message to this rank waits at most this many
+/// polls (a few microseconds) to be matched.
 pub(super) const DRAIN_EVERY: u32 = 16;
 
 /// A payload whose headed marker has been taken out of MPI and whose head

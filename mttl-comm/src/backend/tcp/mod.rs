@@ -15,7 +15,7 @@
 //!   whichever sockets the poll reports readable, turning their bytes into
 //!   messages ([`frame`]) queued in arrival order. (Passing every message
 //!   through a tokio task on another thread would cost two cross-thread
-//!   wake-ups per message, ~50 µs each on this kind of VM.)
+//!   wake-ups per message, each far dearer than the message itself.)
 //! - **Waiting** ([`progress`]): a blocked receive, or a send waiting for socket space,
 //!   spins on zero-timeout polls until `MTTL_SPIN_US` have passed with no
 //!   link ready (a busy rank, or one in the middle of a stream, never pays
@@ -23,8 +23,7 @@
 //!   timeout passes (an idle rank uses no CPU). A receive awaiting the
 //!   answer to what it sent spins by reading the answering link itself,
 //!   polling every link once per few looks: the answer then costs one
-//!   system call, not a poll and a read (8-byte round trips 7.4 → 6.7 µs
-//!   here).
+//!   system call, not a poll and a read.
 //! - **Memory**: a large payload is received straight into its message's
 //!   vector, uninitialised until the kernel writes it ([`frame`]), or, when
 //!   `recv_from_into` asks for it, into the caller's memory: each link's
