@@ -4,13 +4,9 @@
 //! or two of the eight primitives that a backend can carry out faster than
 //! their plain combination, and each has a provided version written in
 //! terms of the eight alone. A backend may therefore implement this trait
-//! with an empty impl and get correct behaviour:
-//!
-//! ```ignore
-//! impl CommTuning for MyComm {}
-//! ```
-//!
-//! and override a method only where it can do better. The runtime calls
+//! with an empty impl, `impl CommTuning for MyComm {}` (as the `local`
+//! backend does), get correct behaviour, and override a method only where
+//! it can do better. The runtime calls
 //! these methods on every backend, so a backend's overrides must keep the
 //! provided versions' meaning and the contract of [`Comm`] (per-pair order
 //! shared with `send` and `nsend`, whole messages, progress, errors).

@@ -348,3 +348,67 @@ impl Drop for LocalComm {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_has_at_least_one_rank() {
+        let e = LocalComm::job_with_max_message(0, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("at least one rank"), "{e}");
+    }
+
+    /// A receive without a timeout, parked, is woken by its peer's
+    /// departure: by `finish` for `recv_from`, by a drop for `recv_any`.
+    #[test]
+    fn a_parked_receive_wakes_when_its_peer_leaves() {
+        for finish in [true, false] {
+            let mut job = LocalComm::job_with_max_message(2, 1 << 20).unwrap();
+            let peer = job.pop().unwrap();
+            let mut me = job.pop().unwrap();
+            let leaver = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                if finish {
+                    peer.finish().unwrap();
+                } else {
+                    drop(peer);
+                }
+            });
+            let e = if finish {
+                me.recv_from(1, None).unwrap_err()
+            } else {
+                me.recv_any(None).unwrap_err()
+            };
+            leaver.join().unwrap();
+            assert!(matches!(e.kind, ErrorKind::PeerLost { peer: 1, .. }), "{e}");
+            let expected = if finish {
+                "recv_from rank 1"
+            } else {
+                "recv_any"
+            };
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("rank 0: {expected}: rank 1 is gone")),
+                "{e}"
+            );
+            let e = me.send(1, 0, b"late").unwrap_err();
+            assert!(matches!(e.kind, ErrorKind::PeerLost { peer: 1, .. }), "{e}");
+        }
+    }
+
+    /// What a rank sent before it left still arrives, in order, before the
+    /// loss is reported.
+    #[test]
+    fn messages_sent_before_leaving_arrive_first() {
+        let mut job = LocalComm::job_with_max_message(2, 1 << 20).unwrap();
+        let mut peer = job.pop().unwrap();
+        let mut me = job.pop().unwrap();
+        peer.send(0, 1, b"one").unwrap();
+        peer.nsend(0, 2, b"two".to_vec()).unwrap();
+        drop(peer);
+        assert_eq!(me.recv_any(None).unwrap().unwrap().data, b"one");
+        assert_eq!(me.recv_from(1, None).unwrap().unwrap().data, b"two");
+        assert!(me.probe().is_err());
+    }
+}
