@@ -4,8 +4,8 @@
 //! (`mod.rs`) defines, such as the backend's struct it adds `impl` blocks
 //! to; only references from one sibling to another count.
 //!
-//! A reference is a path `super::SIBLING` (or `super::{.., SIBLING::.., ..}`)
-//! outside comments and test modules.
+//! A reference is a path `super::SIBLING` (or `super::{.., SIBLING::.., ..}`),
+//! or `crate::backend::NAME::SIBLING`, outside comments and test modules.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -24,11 +24,14 @@ fn sibling_graph(dir: &Path) -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     let names: BTreeSet<String> = sources.keys().cloned().collect();
+    let backend = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let absolute = format!("crate::backend::{backend}::");
     sources
         .iter()
         .map(|(module, code)| {
             let refs = super_paths(code)
                 .into_iter()
+                .chain(paths_after(code, &absolute))
                 .filter(|first| names.contains(first) && first != module)
                 .collect();
             (module.clone(), refs)
@@ -71,11 +74,17 @@ fn code_of(text: &str) -> String {
 /// The first segment of every path that starts with `super::`, braces
 /// included: `super::{a::X, b}` gives `a` and `b`.
 fn super_paths(code: &str) -> Vec<String> {
+    paths_after(code, "super::")
+}
+
+/// The first segment after every `prefix` (a path ending in `::`) that
+/// starts a path, braces included.
+fn paths_after(code: &str, prefix: &str) -> Vec<String> {
     let mut found = Vec::new();
     let mut rest = code;
-    while let Some(at) = rest.find("super::") {
+    while let Some(at) = rest.find(prefix) {
         let before = rest[..at].chars().next_back();
-        rest = &rest[at + "super::".len()..];
+        rest = &rest[at + prefix.len()..];
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
             continue;
         }
@@ -198,6 +207,11 @@ fn references_between_siblings_are_found() {
     let mut found = super_paths(&code);
     found.sort();
     assert_eq!(found, ["Peer", "auth", "frame", "progress", "sends"]);
+    let absolute = paths_after(
+        "use crate::backend::tcp::{frame::Header, liveness};",
+        "crate::backend::tcp::",
+    );
+    assert_eq!(absolute, ["frame", "liveness"]);
     let graph = BTreeMap::from([
         ("a".to_owned(), BTreeSet::from(["b".to_owned()])),
         ("b".to_owned(), BTreeSet::from(["c".to_owned()])),
