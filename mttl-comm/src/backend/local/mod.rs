@@ -222,8 +222,7 @@ impl Comm for LocalComm {
     /// A job of one rank: the endpoints of a job of several are made
     /// together by [`LocalComm::job`], never joined one by one.
     fn init() -> Result<Self, CommError> {
-        let np = std::env::var(env::NP).ok().filter(|v| !v.is_empty());
-        if let Some(np) = np.filter(|v| v.trim() != "1") {
+        if let Some(np) = env::local_job_size()?.filter(|&np| np > 1) {
             return Err(CommError::new(
                 None,
                 Op::Init,
