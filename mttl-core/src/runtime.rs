@@ -20,7 +20,8 @@
 //!
 //! 1. Self-launch if `MTTL_NP` asks for it (see `mttl_comm::launch`); with
 //!    `MTTL_BACKEND=local`, run the ranks as threads of this process instead
-//!    (`local`), each going on from step 2 with its endpoint.
+//!    (`local`), each going on from step 3 with the endpoint it was given
+//!    in place of step 2's `Comm::init`.
 //! 2. `Comm::init`; the runtime is installed in a thread-local.
 //! 3. Every rank but 0 sends `HELLO` with its registry digest and listing;
 //!    rank 0 compares each with its own and answers `HELLO_ACK` (ok, or the

@@ -4,7 +4,7 @@
 //!
 //! Algorithm: each rank owns a mailbox, a mutex-guarded FIFO of whole
 //! messages in arrival order with a condition variable
-//! ([`mailbox`](self::mailbox)). A send appends to the receiver's FIFO under
+//! ([`mailbox`]). A send appends to the receiver's FIFO under
 //! its lock and wakes the receiver if it is parked; `recv_any` takes the
 //! oldest message, `recv_from` the oldest from its source; a blocked
 //! receive spins (yielding the core) for `MTTL_SPIN_US`, then parks on the
