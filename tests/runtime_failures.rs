@@ -25,8 +25,10 @@ on_every_backend!(
     panic_in_a_thread_spawned_by_a_remote_function_ends_the_job,
     call_to_a_nonexistent_node_is_a_clear_error,
     invoke_of_a_nonexistent_node_ends_the_job,
-    ranks_of_different_programs_are_refused_at_start_up,
-    an_argument_above_the_message_limit_is_named_on_every_rank,
+    an_argument_above_the_message_limit_is_named_on_every_rank;
+    not_local:
+    ranks_of_different_programs_are_refused_at_start_up =>
+        "its ranks are two different programs; a local job's ranks run one",
 );
 
 #[mttl::remote]
@@ -239,6 +241,7 @@ fn ranks_of_different_programs_are_refused_at_start_up(t: Scenario) {
     let outputs: Vec<JobOutput> = match t.backend {
         Backend::Tcp => run_tcp_pair(&t, &other),
         Backend::Mpi => vec![run_mpi_pair(&t, &other)],
+        Backend::Local => unreachable!("not run on local (see on_every_backend! above)"),
     };
     let only_here = "only on rank 0: ";
     let only_there = format!("only on rank 1: {OTHER_PROGRAM}::{OTHER_PROGRAM} fn(");

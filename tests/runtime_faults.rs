@@ -14,9 +14,11 @@ use mttl::SyncCell;
 use runtime_support::{on_every_backend, Backend, JobOutput, Mpirun, Scenario};
 
 on_every_backend!(
-    a_killed_rank_stops_the_job,
     a_deadlock_is_stopped_by_the_watchdog,
-    a_long_computation_is_not_a_deadlock,
+    a_long_computation_is_not_a_deadlock;
+    not_local:
+    a_killed_rank_stops_the_job =>
+        "a SIGKILL ends a process: a local job's ranks are threads of one",
 );
 
 /// How long after a rank's death every process of the job must be gone.
@@ -132,6 +134,7 @@ fn a_killed_rank_stops_the_job(t: Scenario) {
     let limit = match t.backend {
         Backend::Tcp => DETECTION_LIMIT,
         Backend::Mpi => MPIRUN_DETECTION_LIMIT,
+        Backend::Local => unreachable!("not run on local"),
     };
     assert!(
         took <= limit,
@@ -187,6 +190,7 @@ fn a_killed_rank_stops_the_job(t: Scenario) {
                 );
             }
         },
+        Backend::Local => unreachable!("not run on local"),
     }
 }
 

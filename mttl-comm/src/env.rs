@@ -7,7 +7,7 @@
 //!
 //! | variable        | meaning                                                        |
 //! |-----------------|----------------------------------------------------------------|
-//! | `MTTL_BACKEND`  | `tcp` or `mpi`                                                 |
+//! | `MTTL_BACKEND`  | `tcp`, `mpi` or `local` (every rank a thread of one process)   |
 //! | `MTTL_RANK`     | this process's rank (TCP)                                      |
 //! | `MTTL_SIZE`     | the number of ranks (TCP)                                      |
 //! | `MTTL_ROOT`     | `host:port` where rank 0 listens for the rendezvous (TCP)      |
@@ -19,7 +19,7 @@
 //!
 //! | variable          | meaning                                                            |
 //! |-------------------|--------------------------------------------------------------------|
-//! | `MTTL_NP`         | self-launch: start this program again as a job of that many ranks   |
+//! | `MTTL_NP`         | self-launch: start this program again as a job of that many ranks (with `MTTL_BACKEND=local`: run that many ranks as threads of this process, see [`local_job_size`]) |
 //! | `MTTL_TAG_OUTPUT` | self-launch: `1` prefixes each output line with its rank            |
 //! | `MTTL_MPIRUN`     | the `mpirun` command for `--backend mpi` (default `mpirun`)         |
 //! | `MTTL_RSH`        | the remote shell for hosts other than this one (default `ssh`)      |
@@ -98,6 +98,9 @@ pub enum Launch {
     Tcp(TcpLaunch),
     /// Started by `mpirun`/`srun`, or by `mttlrun --backend mpi`.
     Mpi,
+    /// `MTTL_BACKEND=local`: every rank is a thread of this process (see
+    /// [`crate::backend::local`]).
+    Local,
 }
 
 /// What the TCP backend needs to join its job.
@@ -163,9 +166,10 @@ impl Launch {
         match var(BACKEND).as_deref() {
             Some("tcp") => return TcpLaunch::from_env().map(Launch::Tcp),
             Some("mpi") => return Ok(Launch::Mpi),
+            Some("local") => return Ok(Launch::Local),
             Some(other) => {
                 return Err(env_err(format!(
-                    "{BACKEND}={other:?}: expected \"tcp\" or \"mpi\""
+                    "{BACKEND}={other:?}: expected \"tcp\", \"mpi\" or \"local\""
                 )))
             }
             None => {}
@@ -219,6 +223,24 @@ impl TcpLaunch {
             bind_any,
         })
     }
+}
+
+/// The size of the local job this process is to run, if it is to run one:
+/// `Some(N)` when `MTTL_BACKEND=local`, `N` from `MTTL_NP` (1 without it).
+/// The runtime then runs `N` ranks as threads of this process instead of
+/// launching processes (see [`crate::backend::local`]).
+pub fn local_job_size() -> Result<Option<usize>, CommError> {
+    if var(BACKEND).as_deref() != Some("local") {
+        return Ok(None);
+    }
+    let size = match var(NP) {
+        Some(np) => parse_num(NP, &np)?,
+        None => 1,
+    };
+    if size == 0 {
+        return Err(env_err(format!("{NP}=0: a job needs at least one rank")));
+    }
+    Ok(Some(size))
 }
 
 /// Decodes a secret given as 64 hex digits.

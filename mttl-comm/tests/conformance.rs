@@ -1,17 +1,29 @@
 //! The conformance suite: every backend passes the same scenarios, under the
-//! same test names (`tcp::ping_pong`, `mpi::ping_pong`, ...).
+//! same test names (`tcp::ping_pong`, `mpi::ping_pong`, `local::ping_pong`,
+//! ...).
 //!
-//! Each test is its own multi-process job. The test function, run by the
-//! test harness, launches `mttlrun -n N --backend B` on this very test
-//! binary, asking it to run only itself (`--exact tcp::ping_pong`); in those
-//! child processes the launch environment is set, so the same function runs
-//! the scenario on its rank instead of launching. The parent checks that the
-//! job exits 0 within a time limit and shows every rank's output otherwise.
+//! On `tcp` and `mpi` each test is its own multi-process job. The test
+//! function, run by the test harness, launches `mttlrun -n N --backend B` on
+//! this very test binary, asking it to run only itself (`--exact
+//! tcp::ping_pong`); in those child processes the launch environment is set,
+//! so the same function runs the scenario on its rank instead of launching.
+//! The parent checks that the job exits 0 within a time limit and shows
+//! every rank's output otherwise.
+//!
+//! On `local` the job runs inside the test: one thread per rank, each with
+//! its endpoint of [`LocalComm::job`]; the test fails if a rank panics or
+//! the job outlives the time limit.
+//!
+//! The suite checks the contract of `Comm` on every backend, and each method
+//! of `CommTuning` for what every version of it must do, the provided ones
+//! included (`local` takes them all).
 
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use mttl_comm::{AnyComm, Comm, Envelope, ErrorKind, Message, Rank, Received, Tag};
+use mttl_comm::backend::local::LocalComm;
+use mttl_comm::{AnyComm, Comm, CommTuning, Envelope, ErrorKind, Message, Rank, Received, Tag};
 
 /// How long one job may take before the test fails (and the job is killed).
 const JOB_TIMEOUT: Duration = Duration::from_secs(180);
@@ -20,8 +32,24 @@ fn in_job() -> bool {
     std::env::var_os("MTTL_RANK").is_some() || mttl_comm::env::mpi_launcher_var().is_some()
 }
 
+/// What a rank of a local job throws to end its thread without finishing
+/// (see [`leave_without_finish`]).
+struct LeftWithoutFinish;
+
+/// Ends this rank without `finish`: its process exits (TCP, MPI), or its
+/// thread unwinds, dropping its endpoint (`local`).
+fn leave_without_finish(c: &AnyComm) -> ! {
+    if c.backend_name() == "local" {
+        std::panic::resume_unwind(Box::new(LeftWithoutFinish));
+    }
+    std::process::exit(0);
+}
+
 /// Runs `scenario` on every rank of an `np`-rank job on `backend`.
 fn run_job(backend: &str, np: usize, test: &str, env: &[(&str, &str)], scenario: fn(&mut AnyComm)) {
+    if backend == "local" {
+        return run_local_job(np, test, env, scenario);
+    }
     if in_job() {
         let mut comm = AnyComm::init().unwrap_or_else(|e| panic!("init failed: {e}"));
         assert_eq!(comm.size(), np, "job size");
@@ -78,6 +106,65 @@ fn run_job(backend: &str, np: usize, test: &str, env: &[(&str, &str)], scenario:
         out.status.success(),
         "{test} on {backend} failed: {}\n{text}",
         out.status
+    );
+}
+
+/// [`run_job`] on the local backend: rank `r` runs on a thread of its own
+/// with endpoint `r`. The only variable of `env` it knows is
+/// `MTTL_MAX_MESSAGE` (the environment is the whole test binary's).
+fn run_local_job(np: usize, test: &str, env: &[(&str, &str)], scenario: fn(&mut AnyComm)) {
+    let endpoints = match env.iter().find(|(k, _)| *k == "MTTL_MAX_MESSAGE") {
+        Some((_, max)) => LocalComm::job_with_max_message(np, max.parse().expect("a size")),
+        None => LocalComm::job(np),
+    }
+    .unwrap_or_else(|e| panic!("{test}: {e}"));
+    assert!(
+        env.iter().all(|(k, _)| *k == "MTTL_MAX_MESSAGE"),
+        "{test}: the local job cannot set {env:?}"
+    );
+    let (done, finished) = mpsc::channel();
+    for endpoint in endpoints {
+        let done = done.clone();
+        let rank = endpoint.rank();
+        std::thread::Builder::new()
+            .name(format!("{test} rank {rank}"))
+            .spawn(move || {
+                let outcome = std::panic::catch_unwind(move || {
+                    let mut comm = AnyComm::Local(endpoint);
+                    assert_eq!(comm.size(), np, "job size");
+                    assert_eq!(comm.backend_name(), "local");
+                    scenario(&mut comm);
+                    comm.finish()
+                        .unwrap_or_else(|e| panic!("finish failed: {e}"));
+                });
+                let verdict = match outcome {
+                    Ok(()) => Ok(()),
+                    Err(payload) if payload.is::<LeftWithoutFinish>() => Ok(()),
+                    Err(payload) => Err(payload
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                        .unwrap_or_else(|| "a panic".to_owned())),
+                };
+                let _ = done.send((rank, verdict));
+            })
+            .expect("a thread for a rank");
+    }
+    drop(done);
+    let start = Instant::now();
+    let mut failures = Vec::new();
+    for _ in 0..np {
+        let left = JOB_TIMEOUT.saturating_sub(start.elapsed());
+        match finished.recv_timeout(left) {
+            Ok((_, Ok(()))) => {}
+            Ok((rank, Err(why))) => failures.push(format!("rank {rank} panicked: {why}")),
+            Err(_) => panic!("{test} on local did not finish within {JOB_TIMEOUT:?}; {failures:?}"),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{test} on local failed:\n{}",
+        failures.join("\n")
     );
 }
 
@@ -996,10 +1083,11 @@ fn ring_then_finish(c: &mut AnyComm) {
     assert_eq!(m.data, pattern(((me + size - 1) % size) as u64, 1000));
 }
 
-/// TCP only (MPI gives no notice of a peer that left): rank 0 sends rank 1
-/// a message and waits for the answer with `receive`; rank 1 takes the
-/// message and exits without finishing. Rank 0's wait must end at once with
-/// the loss of rank 1, not hang until its timeout.
+/// TCP and local (MPI gives no notice of a peer that left): rank 0 sends
+/// rank 1 a message and waits for the answer with `receive`; rank 1 takes
+/// the message and leaves without finishing (its process exits; on local,
+/// its thread ends and drops its endpoint). Rank 0's wait must end at once
+/// with the loss of rank 1, not hang until its timeout.
 fn a_peer_that_exits_is_reported(
     c: &mut AnyComm,
     receive: fn(&mut AnyComm) -> Result<Option<Message>, mttl_comm::CommError>,
@@ -1007,7 +1095,7 @@ fn a_peer_that_exits_is_reported(
     if c.rank() == 1 {
         assert_eq!(recv_from(c, 0).data, b"ping");
         // No finish, so no goodbye: the link just closes.
-        std::process::exit(0);
+        leave_without_finish(c);
     }
     c.send(1, 1, b"ping").unwrap();
     let start = Instant::now();
@@ -1024,7 +1112,7 @@ fn a_peer_that_exits_is_reported(
         start.elapsed()
     );
     // Rank 1 is gone: leave without finishing too.
-    std::process::exit(0);
+    leave_without_finish(c);
 }
 
 #[test]
@@ -1044,6 +1132,28 @@ fn tcp_recv_any_reports_a_peer_that_exits() {
         "tcp",
         2,
         "tcp_recv_any_reports_a_peer_that_exits",
+        &[],
+        |c| a_peer_that_exits_is_reported(c, |c| c.recv_any(Some(Duration::from_secs(30)))),
+    );
+}
+
+#[test]
+fn local_recv_from_reports_a_peer_that_exits() {
+    run_job(
+        "local",
+        2,
+        "local_recv_from_reports_a_peer_that_exits",
+        &[],
+        |c| a_peer_that_exits_is_reported(c, |c| c.recv_from(1, Some(Duration::from_secs(30)))),
+    );
+}
+
+#[test]
+fn local_recv_any_reports_a_peer_that_exits() {
+    run_job(
+        "local",
+        2,
+        "local_recv_any_reports_a_peer_that_exits",
         &[],
         |c| a_peer_that_exits_is_reported(c, |c| c.recv_any(Some(Duration::from_secs(30)))),
     );
@@ -1251,5 +1361,6 @@ macro_rules! conformance_suite {
 }
 
 conformance_suite!(tcp);
+conformance_suite!(local);
 #[cfg(feature = "mpi")]
 conformance_suite!(mpi);

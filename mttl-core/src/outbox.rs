@@ -13,7 +13,7 @@
 //!    held so, made NPB IS wait up to 60 ms per iteration);
 //! 2. the following ones are appended to the destination's batch, which
 //!    leaves when it reaches the backend's
-//!    [`batch_len`](mttl_comm::Comm::batch_len)
+//!    [`batch_len`](mttl_comm::CommTuning::batch_len)
 //!    (16 KiB; 4 KiB on MPICH), when a large message or a
 //!    blocking receive needs the order kept, and in any case when the loop
 //!    next looks at the network (after at most a batch of thread runs).

@@ -18,7 +18,10 @@
 //!
 //! # Start-up
 //!
-//! 1. Self-launch if `MTTL_NP` asks for it (see `mttl_comm::launch`).
+//! 1. Self-launch if `MTTL_NP` asks for it (see `mttl_comm::launch`); with
+//!    `MTTL_BACKEND=local`, run the ranks as threads of this process instead
+//!    (`local`), each going on from step 3 with the endpoint it was given
+//!    in place of step 2's `Comm::init`.
 //! 2. `Comm::init`; the runtime is installed in a thread-local.
 //! 3. Every rank but 0 sends `HELLO` with its registry digest and listing;
 //!    rank 0 compares each with its own and answers `HELLO_ACK` (ok, or the
@@ -52,7 +55,7 @@ use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use mttl_comm::{AnyComm, Comm, CommError, Rank, SendHandle};
+use mttl_comm::{AnyComm, Comm, CommError, CommTuning, Rank, SendHandle};
 use rustc_hash::FxHashMap;
 
 use crate::outbox::Outbox;
@@ -62,6 +65,7 @@ use crate::wire::{self, HeaderBuf};
 use crate::{coll, global};
 
 mod dispatch;
+mod local;
 mod send;
 mod start;
 
@@ -138,7 +142,7 @@ pub fn size() -> usize {
     with_rt(|rt| rt.size)
 }
 
-/// The name of the backend in use: `"tcp"` or `"mpi"`.
+/// The name of the backend in use: `"tcp"`, `"mpi"` or `"local"`.
 pub fn backend_name() -> &'static str {
     with_rt(|rt| rt.comm.backend_name())
 }

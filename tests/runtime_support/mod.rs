@@ -1,7 +1,17 @@
 //! The harness of the runtime's multi-process tests (`tests/runtime_*.rs`):
 //! every test is a job of several ranks of its own test binary, run once per
 //! backend under the same name (`tcp::invoke_every_node`,
-//! `mpi::invoke_every_node`; the MPI ones need the cargo feature `mpi`).
+//! `mpi::invoke_every_node`, `local::invoke_every_node`; the MPI ones need
+//! the cargo feature `mpi`).
+//!
+//! On `local` the job is one child process whose ranks are threads
+//! (`MTTL_BACKEND=local MTTL_NP=N`): step 3 below runs the ranks itself
+//! instead of launching processes, and step 4 is those threads. Its exit
+//! code and output are checked as any other job's. A scenario whose point
+//! is a rank's *process* (killed by a signal, exiting on its own, started
+//! by a launcher) cannot run so; [`on_every_backend`] takes such scenarios
+//! after `not_local:`, each with the reason, and runs them on the other
+//! backends only.
 //!
 //! How one test runs:
 //!
@@ -57,6 +67,8 @@ pub(crate) enum Backend {
     Tcp,
     /// mttl's MPI backend, ranks started by `mpirun`.
     Mpi,
+    /// mttl's local backend: the ranks are threads of one process.
+    Local,
 }
 
 impl Backend {
@@ -65,6 +77,7 @@ impl Backend {
         match self {
             Backend::Tcp => "tcp",
             Backend::Mpi => "mpi",
+            Backend::Local => "local",
         }
     }
 }
@@ -112,29 +125,24 @@ pub(crate) fn mpirun_kind() -> Mpirun {
 }
 
 /// Defines, for each scenario `fn NAME(t: Scenario)` of the file, the tests
-/// `tcp::NAME` and (with the cargo feature `mpi`) `mpi::NAME`.
+/// `tcp::NAME`, `local::NAME` and (with the cargo feature `mpi`)
+/// `mpi::NAME`. Scenarios listed after `not_local:`, each as `NAME =>
+/// "why it cannot run with ranks as threads"`, get no `local::NAME`.
 macro_rules! on_every_backend {
-    ($($scenario:ident),* $(,)?) => {
-        mod tcp {
-            $(
-                #[test]
-                fn $scenario() {
-                    super::$scenario(crate::runtime_support::Scenario::new(
-                        crate::runtime_support::Backend::Tcp,
-                        concat!("tcp::", stringify!($scenario)),
-                    ));
-                }
-            )*
-        }
-
+    ($($scenario:ident),* $(,)? $(; not_local: $($process_only:ident => $why:literal),* $(,)?)?) => {
+        crate::runtime_support::on_every_backend!(@backend tcp, Tcp, $($scenario,)* $($($process_only,)*)?);
         #[cfg(feature = "mpi")]
-        mod mpi {
+        crate::runtime_support::on_every_backend!(@backend mpi, Mpi, $($scenario,)* $($($process_only,)*)?);
+        crate::runtime_support::on_every_backend!(@backend local, Local, $($scenario,)*);
+    };
+    (@backend $module:ident, $backend:ident, $($scenario:ident,)*) => {
+        mod $module {
             $(
                 #[test]
                 fn $scenario() {
                     super::$scenario(crate::runtime_support::Scenario::new(
-                        crate::runtime_support::Backend::Mpi,
-                        concat!("mpi::", stringify!($scenario)),
+                        crate::runtime_support::Backend::$backend,
+                        concat!(stringify!($module), "::", stringify!($scenario)),
                     ));
                 }
             )*

@@ -35,8 +35,8 @@ pub(crate) fn kept_free_bytes() -> usize {
 /// messages holds several at once (all those that arrived ahead of the
 /// program), frees more than that, and the heap is trimmed: every next
 /// message then faults in fresh pages, each zeroed by the kernel, which
-/// cost more than receiving the bytes themselves (1 MiB messages: about
-/// 330 of 430 µs of CPU per MiB received on the development VM). Fixing
+/// cost more than receiving the bytes themselves (most of the CPU time of
+/// receiving a stream of 1 MiB messages). Fixing
 /// the two thresholds at the largest values glibc's own adjustment can reach
 /// (32 MiB and twice that) keeps that memory for reuse. Nothing is changed
 /// when the user tunes `malloc` through the environment, or with another

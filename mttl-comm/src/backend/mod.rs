@@ -1,8 +1,9 @@
 //! The backends, and [`AnyComm`]: the one chosen at start-up.
 //!
-//! Each backend lives in its own folder and implements [`Comm`] alone; the
-//! portable code never reaches into one. Both pass the same conformance
-//! suite (`mttl-comm/tests/conformance.rs`).
+//! Each backend lives in its own folder and implements [`Comm`] and
+//! [`CommTuning`] (the latter optional: `local` takes its provided
+//! versions); the portable code never reaches into one. All pass the same
+//! conformance suite (`mttl-comm/tests/conformance.rs`).
 
 use std::time::Duration;
 
@@ -11,7 +12,9 @@ use crate::env::Launch;
 use crate::error::CommError;
 #[cfg(not(feature = "mpi"))]
 use crate::error::{ErrorKind, Op};
+use crate::tuning::CommTuning;
 
+pub mod local;
 pub(crate) mod malloc;
 #[cfg(feature = "mpi")]
 pub mod mpi;
@@ -19,7 +22,9 @@ pub mod tcp;
 
 /// The backend this process runs on, chosen from its launch environment
 /// ([`Launch::from_env`]): TCP under `mttlrun` or when started bare, MPI under
-/// `mpirun`/`srun` or `mttlrun --backend mpi`.
+/// `mpirun`/`srun` or `mttlrun --backend mpi`; `local` for ranks that are
+/// threads of one process (`MTTL_BACKEND=local`, endpoints made by
+/// [`local::LocalComm::job`]).
 #[derive(Debug)]
 pub enum AnyComm {
     /// The TCP backend (also the single-process case).
@@ -27,6 +32,8 @@ pub enum AnyComm {
     /// The MPI backend.
     #[cfg(feature = "mpi")]
     Mpi(mpi::MpiComm),
+    /// The local backend: every rank a thread of this process.
+    Local(local::LocalComm),
 }
 
 macro_rules! dispatch {
@@ -35,6 +42,7 @@ macro_rules! dispatch {
             AnyComm::Tcp($c) => $body,
             #[cfg(feature = "mpi")]
             AnyComm::Mpi($c) => $body,
+            AnyComm::Local($c) => $body,
         }
     };
 }
@@ -44,6 +52,7 @@ impl Comm for AnyComm {
         match Launch::from_env()? {
             Launch::Single => Ok(AnyComm::Tcp(tcp::TcpComm::single()?)),
             Launch::Tcp(launch) => Ok(AnyComm::Tcp(tcp::TcpComm::connect(&launch)?)),
+            Launch::Local => Ok(AnyComm::Local(local::LocalComm::init()?)),
             #[cfg(feature = "mpi")]
             Launch::Mpi => Ok(AnyComm::Mpi(mpi::MpiComm::init()?)),
             #[cfg(not(feature = "mpi"))]
@@ -80,16 +89,6 @@ impl Comm for AnyComm {
         dispatch!(self, c => c.max_message_len())
     }
 
-    #[inline]
-    fn batch_len(&self) -> usize {
-        dispatch!(self, c => c.batch_len())
-    }
-
-    #[inline]
-    fn combine_len(&self) -> usize {
-        dispatch!(self, c => c.combine_len())
-    }
-
     fn finish(self) -> Result<(), CommError> {
         dispatch!(self, c => c.finish())
     }
@@ -100,11 +99,6 @@ impl Comm for AnyComm {
     }
 
     #[inline]
-    fn holds_received(&self) -> bool {
-        dispatch!(self, c => c.holds_received())
-    }
-
-    #[inline]
     fn send(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
         dispatch!(self, c => c.send(dest, tag, data))
     }
@@ -112,6 +106,42 @@ impl Comm for AnyComm {
     #[inline]
     fn nsend(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
         dispatch!(self, c => c.nsend(dest, tag, data))
+    }
+
+    #[inline]
+    fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
+        dispatch!(self, c => c.send_done(handle))
+    }
+
+    #[inline]
+    fn recv_from(
+        &mut self,
+        source: Rank,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Message>, CommError> {
+        dispatch!(self, c => c.recv_from(source, timeout))
+    }
+
+    #[inline]
+    fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
+        dispatch!(self, c => c.recv_any(timeout))
+    }
+}
+
+impl CommTuning for AnyComm {
+    #[inline]
+    fn batch_len(&self) -> usize {
+        dispatch!(self, c => c.batch_len())
+    }
+
+    #[inline]
+    fn combine_len(&self) -> usize {
+        dispatch!(self, c => c.combine_len())
+    }
+
+    #[inline]
+    fn holds_received(&mut self) -> bool {
+        dispatch!(self, c => c.holds_received())
     }
 
     #[inline]
@@ -164,20 +194,6 @@ impl Comm for AnyComm {
     }
 
     #[inline]
-    fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
-        dispatch!(self, c => c.send_done(handle))
-    }
-
-    #[inline]
-    fn recv_from(
-        &mut self,
-        source: Rank,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Message>, CommError> {
-        dispatch!(self, c => c.recv_from(source, timeout))
-    }
-
-    #[inline]
     fn recv_from_into(
         &mut self,
         source: Rank,
@@ -186,10 +202,5 @@ impl Comm for AnyComm {
         accept: &dyn Fn(&Envelope) -> bool,
     ) -> Result<Option<Received>, CommError> {
         dispatch!(self, c => c.recv_from_into(source, timeout, buf, accept))
-    }
-
-    #[inline]
-    fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
-        dispatch!(self, c => c.recv_any(timeout))
     }
 }

@@ -339,11 +339,13 @@ pub fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
 ///
 /// The backend comes from `MTTL_BACKEND` (default `tcp`); `MTTL_TAG_OUTPUT=1`
 /// tags output lines. Errors are printed to stderr and turned into an exit
-/// code.
+/// code. `MTTL_BACKEND=local` is no self-launch (the ranks are threads of
+/// this process, see [`env::local_job_size`]): `None`.
 pub fn self_launch_from_env() -> Option<i32> {
     let np = std::env::var_os(env::NP).filter(|v| !v.is_empty())?;
     if std::env::var_os(env::RANK).is_some_and(|v| !v.is_empty())
         || env::mpi_launcher_var().is_some()
+        || std::env::var_os(env::BACKEND).is_some_and(|v| v == "local")
     {
         return None;
     }

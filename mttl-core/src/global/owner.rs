@@ -35,7 +35,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
 
-use mttl_comm::{Comm, CommError, Rank, Received, Tag};
+use mttl_comm::{CommError, CommTuning, Rank, Received, Tag};
 
 use super::atomic;
 use super::error::{Fault, GlobalErrorKind};

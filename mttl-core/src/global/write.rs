@@ -7,7 +7,7 @@
 use std::rc::Rc;
 
 use bytemuck::Pod;
-use mttl_comm::{Comm, Rank, SendHandle};
+use mttl_comm::{Comm, CommTuning, Rank, SendHandle};
 
 use super::completion::Request;
 use super::error::GlobalError;
@@ -21,7 +21,7 @@ use crate::wire::{self, HeaderBuf};
 /// Whether a write body of `len` bytes goes as a second message, straight
 /// from the caller's slice ([`Runtime::post_split`]), rather than copied
 /// behind its header: above the backend's
-/// [`combine_len`](mttl_comm::Comm::combine_len) (on MPI 2 KiB, 8 KiB on
+/// [`combine_len`](mttl_comm::CommTuning::combine_len) (on MPI 2 KiB, 8 KiB on
 /// MPICH). On TCP every message costs a system call and a pass through the
 /// loopback stack, which outweighs the copies up to the eager limit (8 and
 /// 16 KiB writes ran a third slower split), so there write bodies split
@@ -209,7 +209,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// body has left, so that the caller may reuse it; this one returns at
     /// once, so a loop of large writes keeps several in flight and the
     /// owner copies one while the next is on its way (the MPI backend, with
-    /// bodies above its [`combine_len`](mttl_comm::Comm::combine_len), 2
+    /// bodies above its [`combine_len`](mttl_comm::CommTuning::combine_len), 2
     /// KiB on Open MPI; on TCP, and for smaller bodies, it is
     /// `nwrite_slice`). To write one buffer again and again, or parts of
     /// it, share it: `Arc<[T]>`, or a type whose `AsRef` gives the part;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use mttl_comm::{Comm, CommError, ErrorKind, Op, Rank, SendHandle, Tag};
+use mttl_comm::{Comm, CommError, CommTuning, ErrorKind, Op, Rank, SendHandle, Tag};
 
 use super::Runtime;
 use crate::outbox::Route;

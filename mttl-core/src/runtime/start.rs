@@ -52,6 +52,9 @@ impl<E: std::fmt::Debug> MainResult for Result<(), E> {
 /// `main`; every other rank serves until rank 0's main returns. Returns the
 /// exit code for the process.
 pub fn start<R: MainResult>(main: impl FnOnce() -> R + 'static) -> i32 {
+    if let Some(job) = super::local::job_from_env() {
+        return super::local::run_job(job, main);
+    }
     if let Some(code) = mttl_comm::launch::self_launch_from_env() {
         return code;
     }
@@ -62,6 +65,15 @@ pub fn start<R: MainResult>(main: impl FnOnce() -> R + 'static) -> i32 {
             return FAILURE_CODE;
         }
     };
+    run_rank(comm, Some(main))
+}
+
+/// Start-up steps 2 to 4 and the rest of one rank's life on `comm`; rank 0
+/// runs `main`. Returns the rank's exit code.
+pub(super) fn run_rank<R: MainResult>(
+    comm: AnyComm,
+    main: Option<impl FnOnce() -> R + 'static>,
+) -> i32 {
     let rt = match Runtime::new(comm) {
         Ok(rt) => rt,
         Err(e) => {
@@ -77,7 +89,7 @@ pub fn start<R: MainResult>(main: impl FnOnce() -> R + 'static) -> i32 {
             rt.comm_failed(&e);
         }
     });
-    if rank == 0 {
+    if let (0, Some(main)) = (rank, main) {
         thread::spawn("main", move || {
             let code = main().exit_code();
             with_rt(|rt| rt.begin_exit(code));

@@ -31,7 +31,7 @@
 //! (64 KiB) faster than the same program sending freshly written data, a
 //! gain no API that hands over owned buffers can have.
 
-use mttl_comm::{AnyComm, Comm, Rank, Received, SendHandle, Tag};
+use mttl_comm::{AnyComm, Comm, CommTuning, Rank, Received, SendHandle, Tag};
 
 use crate::bench::error::BenchError;
 

@@ -103,12 +103,12 @@ const OFFSET_TRIES: usize = 4;
 /// The largest payload a block is picked for ([`picks_among_blocks`]).
 /// The blocks tried for it are freed together, and must stay well below
 /// the trim threshold, past which glibc hands them back to the kernel, so
-/// that the next payload is faulted in page by page again (16 MiB round
-/// trips took 2.5-3.4 times as long, measured here). The limit is this or,
-/// if smaller, an eighth of the memory `malloc` is known to keep (8 MiB
-/// with the trim threshold `backend::malloc` sets; nothing if it set none).
-/// Round trips of 16 MiB with blocks picked under a trim threshold twice as
-/// high were no faster (1.02-1.15 of raw MPI's time against 1.01-1.11).
+/// that the next payload is faulted in page by page again (which makes
+/// large round trips several times slower). The limit is this or, if
+/// smaller, an eighth of the memory `malloc` is known to keep (8 MiB with
+/// the trim threshold `backend::malloc` sets; nothing if it set none).
+/// Picking blocks for larger payloads under a higher trim threshold gains
+/// nothing.
 const OFFSET_MAX_LEN: usize = 4 << 20;
 
 /// The largest payload a block is picked for in this process.
@@ -133,10 +133,9 @@ fn offset_max_len() -> usize {
 /// block alone would have been reused for every one, and each copy writes
 /// to lines the cache may no longer hold. That pays while the blocks fit in
 /// the cache with the message being read, and again once one block alone
-/// would not stay there. Measured here (2 MiB
-/// of L2, 14-20 alternated jobs, streaming bandwidth as a fraction of raw
-/// MPI's, picking / first block): 256 KiB 0.98 / 0.93, 512 KiB 0.87 /
-/// 0.95, 1 MiB 0.91 / 0.97, 4 MiB 0.99-1.00 / 0.94-0.96.
+/// would not stay there. In between (payloads from a quarter to a half of
+/// the cache, say 512 KiB to 1 MiB with 2 MiB of L2) the first block alone
+/// streams faster.
 fn picks_among_blocks(len: usize, max_len: usize, cache: usize, steady: bool) -> bool {
     let rotation_pays = (OFFSET_TRIES + 1) * len <= cache || 2 * len > cache;
     len <= max_len && (steady || rotation_pays)
@@ -167,9 +166,9 @@ fn cache_size() -> usize {
 ///
 /// A payload is copied fastest into a buffer that starts where its source
 /// does within a cache line: otherwise every line written takes parts of
-/// two lines read. Measured here with `process_vm_readv` (how Open MPI's
-/// shared memory moves large messages), 1 MiB took 54 µs at equal offsets
-/// and 59-65 µs at different ones. Whether that pays for a stream of
+/// two lines read, which slows a large copy with `process_vm_readv` (how
+/// Open MPI's shared memory moves large messages) by about a tenth.
+/// Whether that pays for a stream of
 /// messages depends on their size; see [`picks_among_blocks`]. A `Vec<u8>`
 /// cannot ask for an alignment (it is freed as allocated with alignment
 /// 1), so the buffer is picked among fresh blocks instead: glibc cuts
@@ -385,7 +384,7 @@ mod tests {
             .filter(|&len| picks_among_blocks(len, OFFSET_MAX_LEN, cache, steady))
             .collect::<Vec<_>>()
         };
-        // 2 MiB of L2, as on the development VM: offsets that vary get
+        // 2 MiB of L2: offsets that vary get
         // blocks picked except from 512 KiB to 1 MiB; steady ones always;
         // none past OFFSET_MAX_LEN.
         assert_eq!(

@@ -3,21 +3,22 @@
 //! range and how Open MPI moves messages within a node: how large a batch
 //! or a combined remote write may grow and still travel eagerly, and
 //! whether whole messages of 4001-8000 bytes are split in two. Each choice
-//! says what it was measured against.
+//! says why, in terms of how the library moves messages (`mttl-bench
+//! rwrite` and `mttl-bench comm` show the differences).
 
 use std::ffi::c_int;
 
 use super::EAGER_MAX;
 
-/// [`Comm::batch_len`](crate::Comm::batch_len) on the MPI library named `library` (as
+/// [`CommTuning::batch_len`](crate::CommTuning::batch_len) on the MPI library named `library` (as
 /// `MPI_Get_library_version` starts): the provided 16 KiB, but on the
 /// MPICH family 4 KiB, so that a batch (flushed from that size on, plus at
 /// most one more message of up to 4 KiB) stays within the 8 KiB or so that
 /// MPICH sends eagerly; above it MPICH's shared memory is much slower per
-/// byte (measured here with MPICH 4.0.2, `mttl-bench rwrite`: 2 KiB
-/// `nwrite`s at 2.2 GB/s batched by 16 KiB, 6.1 GB/s by 4 KiB, raw MPI
-/// 6.7). Open MPI's copies between processes make larger batches cheaper
-/// there (the same writes: 2.2 GB/s by 16 KiB, 1.3 by 4 KiB).
+/// byte (small `nwrite`s batched by 16 KiB run at a fraction of the speed
+/// they reach batched by 4 KiB). Open MPI's copies between processes make
+/// larger batches cheaper there, so the same writes run faster batched by
+/// 16 KiB.
 pub(super) fn batch_len_for(library: &str) -> usize {
     if library.starts_with("MPICH") {
         4 << 10
@@ -26,15 +27,14 @@ pub(super) fn batch_len_for(library: &str) -> usize {
     }
 }
 
-/// [`Comm::combine_len`](crate::Comm::combine_len) on the MPI library named `library`. Copying a
+/// [`CommTuning::combine_len`](crate::CommTuning::combine_len) on the MPI library named `library`. Copying a
 /// header and a body together costs the sender a copy and the receiver
 /// another (cutting the body out), more than a second message from about
-/// 2 KiB on with Open MPI's shared memory (`mttl-bench rwrite`: 64 KiB
-/// `nwrite`s at 4.6 GB/s combined and 12.9 split, 4 KiB ones 25% faster
-/// split). MPICH sends up to about 8 KiB eagerly, and a second message
-/// costs more there than the copies: 8 KiB (a header and 8 KiB still go
-/// eagerly; MPICH 4.0.2: 4 KiB writes 6.5 GB/s combined, 4.9 split; 8 KiB
-/// 9.5 and 8.1; 16 KiB 2.9 and 6.5).
+/// 2 KiB on with Open MPI's shared memory (`mttl-bench rwrite` shows
+/// medium and large `nwrite`s markedly faster split). MPICH sends up to
+/// about 8 KiB eagerly, and a second message costs more there than the
+/// copies up to that size: 8 KiB (a header and 8 KiB still go eagerly;
+/// past that, splitting wins).
 pub(super) fn combine_len_for(library: &str) -> usize {
     if library.starts_with("MPICH") {
         8 << 10
@@ -54,11 +54,10 @@ pub(super) fn combine_len_for(library: &str) -> usize {
 /// its 4 KiB eager fragment by rendezvous: the receiver matches a header,
 /// copies the data out of the sender's memory with a system call
 /// (`process_vm_readv`) and acknowledges, which costs more than a second
-/// eager message: a stream of 4 KiB messages, raw MPI, 4.0-4.2 GiB/s whole,
-/// 6.4-6.8 split in 4000 + 96 bytes (measured here). Other transports send
-/// such messages eagerly, and a second message only costs: Open MPI's TCP
-/// transport streamed split 4-8 KiB messages at 0.57-0.60 of raw MPI, with
-/// 1.5 times its round trips. So only messages to the same node are split
+/// eager message (a stream of such messages runs markedly faster split).
+/// Other transports send such messages eagerly, and a second message only
+/// costs (over Open MPI's TCP transport, split messages stream slower and
+/// round trips take longer). So only messages to the same node are split
 /// ([`MpiComm::splits_to`](super::MpiComm::splits_to)); nothing on MPICH
 /// (eager up to 8 KiB on shared memory), nor where the tags leave no room
 /// for the split heads' tags.

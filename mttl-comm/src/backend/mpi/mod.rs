@@ -29,8 +29,8 @@
 //! on the small channel (`posted.rs`; persistent: `MPI_Recv_init` once,
 //! `MPI_Start` per message): MPI matches a message against it as it
 //! arrives, and polling is one `MPI_Test`. (Probing for an unknown message
-//! with `MPI_Iprobe` and then receiving it costs about 0.1 µs more per small
-//! round trip, and each empty `MPI_Iprobe` more than an `MPI_Test`.) A marker
+//! with `MPI_Iprobe` and then receiving it costs more per small round trip,
+//! and each empty `MPI_Iprobe` more than an `MPI_Test`.) A marker
 //! at once posts the `MPI_Irecv` of its payload, from its sender, into a
 //! `Vec` of the announced length. Markers and small messages of one sender
 //! share a channel, and its payloads are received in marker order, so MPI's
@@ -150,6 +150,7 @@ mod posted;
 mod progress;
 mod raw;
 mod sends;
+mod split;
 mod wait;
 
 use std::ffi::c_int;
@@ -163,13 +164,15 @@ use self::inbox::Inbox;
 use self::launcher::LauncherVars;
 use self::library::{batch_len_for, combine_len_for, open_mpi_shared_memory, split_head_for};
 use self::posted::Posted;
-use self::progress::{Announced, Lead, DRAIN_EVERY};
+use self::progress::{Announced, DRAIN_EVERY};
 use self::raw::{Channel, MpiCode, World, MIN_TAG_UB};
 use self::sends::{Payload, PendingSends};
+use self::split::Lead;
 use self::wait::LearnedSpin;
 use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env;
 use crate::error::{CommError, ErrorKind, Op};
+use crate::tuning::CommTuning;
 
 /// The largest message `send` passes to a blocking `MPI_Send`; larger ones
 /// take the `MPI_Isend` + drain path.
@@ -177,16 +180,15 @@ use crate::error::{CommError, ErrorKind, Op};
 /// It must stay below the eager limit of every transport, past which
 /// `MPI_Send` waits for the matching receive. Open MPI's shared-memory
 /// transport (vader) is the smallest: its 4 KiB eager fragment carries up to
-/// about 4040 payload bytes (measured with Open MPI 4.1.4). MPICH 4.0.2
+/// about 4040 payload bytes (Open MPI 4.1.4). MPICH 4.0.2
 /// (Debian's, ch4:ucx) sends up to 8255 bytes eagerly on shared memory, and
 /// TCP and InfiniBand allow more.
 pub const EAGER_MAX: usize = 4000;
 
 /// The largest message sent whole on the small channel, and so the size of
 /// the pre-posted buffer. Larger ones pay for a marker (one more small MPI
-/// message, about a quarter of a microsecond here), which is under 1% of the
-/// transfer time from a few hundred KiB up; smaller ones are handed over in
-/// the buffer they arrived in.
+/// message), negligible beside the transfer time from a few hundred KiB
+/// up; smaller ones are handed over in the buffer they arrived in.
 pub const SMALL_MAX: usize = 64 << 10;
 
 /// The largest message `send_bulk` and `nsend_bulk` send whole on the
@@ -194,10 +196,9 @@ pub const SMALL_MAX: usize = 64 << 10;
 /// `recv_from_into` receives them in place.
 ///
 /// A whole message lands in the pre-posted buffer and is copied from there
-/// into the caller's memory; an announced one costs a marker instead (about
-/// a quarter of a microsecond), which is less than the copy from about this
-/// size on. `mttl-bench rwrite` (64 KiB `nwrite`s, Open MPI's shared
-/// memory): 0.68 of raw MPI's throughput copied, 0.83 announced.
+/// into the caller's memory; an announced one costs a marker instead, which
+/// is less than the copy from about this size on (`mttl-bench rwrite`
+/// shows the difference for medium `nwrite`s).
 pub const BULK_MIN: usize = 16 << 10;
 
 /// Why a second `init` in one process fails.
@@ -210,9 +211,9 @@ pub struct MpiComm {
     rank: Rank,
     size: usize,
     max_message: usize,
-    /// See [`Comm::batch_len`] and [`batch_len_for`].
+    /// See [`CommTuning::batch_len`] and [`batch_len_for`].
     batch_len: usize,
-    /// See [`Comm::combine_len`] and [`combine_len_for`].
+    /// See [`CommTuning::combine_len`] and [`combine_len_for`].
     combine_len: usize,
     spin: Duration,
     /// What recent waits taught about how long to spin on (`wait.rs`).
@@ -438,14 +439,6 @@ impl Comm for MpiComm {
         self.max_message
     }
 
-    fn batch_len(&self) -> usize {
-        self.batch_len
-    }
-
-    fn combine_len(&self) -> usize {
-        self.combine_len
-    }
-
     fn finish(mut self) -> Result<(), CommError> {
         if let Err(error) = self.settle(Op::Finish).and_then(|()| self.complete_all()) {
             self.abandon();
@@ -454,10 +447,6 @@ impl Comm for MpiComm {
         // Step 2: MPI_Finalize.
         drop(self.universe.take());
         Ok(())
-    }
-
-    fn holds_received(&self) -> bool {
-        !self.inbox.is_empty() || self.announced.is_some()
     }
 
     #[inline]
@@ -504,6 +493,60 @@ impl Comm for MpiComm {
     #[inline]
     fn nsend(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
         self.nsend_owned(dest, tag, data, SMALL_MAX)
+    }
+
+    #[inline]
+    fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
+        self.settle(Op::SendDone(handle.dest))?;
+        let done = self.test_send(handle)?;
+        if !done {
+            // Progress in both directions: a peer may wait for this rank to
+            // take its large message before it takes ours. Callers poll
+            // this in a loop, so every DRAIN_EVERY-th call is often enough
+            // (see `progress.rs`).
+            self.send_done_polls = self.send_done_polls.wrapping_add(1);
+            if self.send_done_polls % DRAIN_EVERY == 0 {
+                self.drain_one(Op::SendDone(handle.dest))?;
+            }
+        }
+        Ok(done)
+    }
+
+    #[inline]
+    fn recv_from(
+        &mut self,
+        source: Rank,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Message>, CommError> {
+        let op = Op::RecvFrom(source);
+        self.settle(op)?;
+        self.check_rank(op, source)?;
+        self.wait_message(op, Some(source), timeout)
+    }
+
+    #[inline]
+    fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
+        self.settle(Op::RecvAny)?;
+        if !self.inbox.is_empty() {
+            // Drain one more message behind the oldest, so a busy inbox
+            // cannot starve MPI; before taking it, so an error loses nothing.
+            self.drain_one(Op::RecvAny)?;
+        }
+        self.wait_message(Op::RecvAny, None, timeout)
+    }
+}
+
+impl CommTuning for MpiComm {
+    fn batch_len(&self) -> usize {
+        self.batch_len
+    }
+
+    fn combine_len(&self) -> usize {
+        self.combine_len
+    }
+
+    fn holds_received(&mut self) -> bool {
+        !self.inbox.is_empty() || self.announced.is_some()
     }
 
     fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
@@ -570,38 +613,9 @@ impl Comm for MpiComm {
     }
 
     #[inline]
-    fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
-        self.settle(Op::SendDone(handle.dest))?;
-        let done = self.test_send(handle)?;
-        if !done {
-            // Progress in both directions: a peer may wait for this rank to
-            // take its large message before it takes ours. Callers poll
-            // this in a loop, so every DRAIN_EVERY-th call is often enough
-            // (see `progress.rs`).
-            self.send_done_polls = self.send_done_polls.wrapping_add(1);
-            if self.send_done_polls % DRAIN_EVERY == 0 {
-                self.drain_one(Op::SendDone(handle.dest))?;
-            }
-        }
-        Ok(done)
-    }
-
-    #[inline]
     fn send_finished(&mut self, handle: SendHandle) -> Result<bool, CommError> {
         self.settle(Op::SendDone(handle.dest))?;
         self.test_send(handle)
-    }
-
-    #[inline]
-    fn recv_from(
-        &mut self,
-        source: Rank,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Message>, CommError> {
-        let op = Op::RecvFrom(source);
-        self.settle(op)?;
-        self.check_rank(op, source)?;
-        self.wait_message(op, Some(source), timeout)
     }
 
     fn recv_from_into(
@@ -614,17 +628,6 @@ impl Comm for MpiComm {
         let op = Op::RecvFrom(source);
         self.check_rank(op, source)?;
         self.recv_in_place(op, source, timeout, buf, accept)
-    }
-
-    #[inline]
-    fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
-        self.settle(Op::RecvAny)?;
-        if !self.inbox.is_empty() {
-            // Drain one more message behind the oldest, so a busy inbox
-            // cannot starve MPI; before taking it, so an error loses nothing.
-            self.drain_one(Op::RecvAny)?;
-        }
-        self.wait_message(Op::RecvAny, None, timeout)
     }
 }
 

@@ -6,7 +6,7 @@
 //! `MPI_Test`, which costs little more than MPI's own progress loop. Probing
 //! for an unknown message instead (`MPI_Iprobe`, then `MPI_Recv` of what it
 //! found) makes MPI queue the message as unexpected, search that queue twice
-//! and copy the data once more: about 0.1 µs more per 8-byte round trip here,
+//! and copy the data once more, which shows even in 8-byte round trips,
 //! and each unsuccessful `MPI_Iprobe` costs several times a `MPI_Test`.
 //!
 //! The receive is persistent (`MPI_Recv_init` once, `MPI_Start` per
@@ -16,11 +16,9 @@
 //! that still holds the message when the receive is posted again (an echo
 //! replying from it) makes the allocator alternate between two addresses,
 //! so two receives are kept, bound to the last two; one is made again only
-//! for a third address. With one, every 16 KiB round trip remade it on
-//! both ranks (`MPI_Request_free` and `MPI_Recv_init`): measured here in
-//! one job against raw rsmpi (`mttl-bench comm`, `mpi-vs-raw`, four
-//! alternated runs of 8 jobs), 16 KiB round trips went from 1.03-1.05 of
-//! raw's to 1.02-1.03.
+//! for a third address. With one, every such round trip would remake it on
+//! both ranks (`MPI_Request_free` and `MPI_Recv_init`), a cost that shows
+//! against raw MPI (`mttl-bench comm`, `mpi-vs-raw`).
 //!
 //! A posted receive must be large enough for whatever matches it, so only
 //! messages of at most [`SMALL_MAX`] bytes travel whole on the small channel.

@@ -33,47 +33,21 @@ use super::inbox::Incoming;
 use super::posted::{marker_word, Arrival, Placement, HEADED_LEN, MARKER_LEN};
 use super::raw::{Channel, MpiCode, Request};
 use super::sends::isend_split;
+use super::split::{Lead, Split, HEAD_MAX};
 use super::wait::{self, Backoff};
 use super::{MpiComm, SMALL_MAX};
 use crate::comm::{Envelope, Message, Rank, Tag};
 use crate::error::{CommError, ErrorKind, Op};
 
-/// How a message goes on the wire ahead of its payload
-/// ([`MpiComm::announce`]).
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Lead<'a> {
-    /// A plain marker if the message is larger than this many bytes (at
-    /// most [`SMALL_MAX`], what the small channel carries); otherwise the
-    /// message travels whole on the small channel.
-    MarkerAbove(usize),
-    /// A headed marker carrying this message (MPI tag, bytes) first;
-    /// the payload always goes on the large channel.
-    Headed(c_int, &'a [u8]),
-}
-
-/// The head of a split message (see `mod.rs`, `split_head_for`): its first
-/// `len` bytes, sent ahead of the rest under `tag` on the small channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Split {
-    pub(super) len: usize,
-    pub(super) tag: c_int,
-}
-
-/// The largest message a headed marker carries; a larger head goes as a
-/// message of its own, before a plain marker.
-pub(super) const HEAD_MAX: usize = 64;
-
 /// A rank waiting for its own large send to end drains incoming messages
 /// at every this many polls while it spins (at every poll once parked).
 ///
 /// Draining is one more `MPI_Test`, and so one more run of MPI's progress
-/// engine, per poll; polling at twice the rate slowed the receiver's copy
-/// of the message itself (Open MPI's shared memory, 1 MiB round trips,
-/// paired medians over 10 jobs, which move by about 0.05 on this VM: 1.08
-/// to 1.10 of raw MPI draining at every poll, 1.06 at every 16th, 1.03 to
-/// 1.04 never while spinning; streams of `nsend` + `send_done` 2-3% faster
-/// at 4 KiB to 1 MiB). A peer's large message to this rank waits at most
-/// this many polls (a few µs) to be matched.
+/// engine, per poll; draining at every poll slows the receiver's copy of
+/// the message itself (on Open MPI's shared memory), and draining never
+/// while spinning would leave a peer's large message unmatched. At every
+/// 16th poll, a peer's large message to this rank waits at most this many
+/// polls (a few microseconds) to be matched.
 pub(super) const DRAIN_EVERY: u32 = 16;
 
 /// A payload whose headed marker has been taken out of MPI and whose head

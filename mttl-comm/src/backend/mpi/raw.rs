@@ -416,9 +416,9 @@ impl World {
 
 /// A persistent receive (`MPI_Recv_init`), bound to one buffer address:
 /// started again and again with `MPI_Start`, it saves MPI building and
-/// releasing a request per message (small-message streams: 0.83 of raw
-/// MPI's bandwidth against 0.74 with an `MPI_Irecv` per message, paired
-/// medians of 10 jobs here). Active from [`World::start`] until the test
+/// releasing a request per message (small-message streams run noticeably
+/// faster than with an `MPI_Irecv` per message). Active from
+/// [`World::start`] until the test
 /// that reports it complete (or [`World::cancel_persistent`]); while
 /// inactive, MPI does not touch the buffer. Freed, inactive, by
 /// [`World::free_persistent`] before MPI is finalised.

@@ -27,16 +27,16 @@
 //! the receiver does next (often its reply).
 //!
 //! The clock is read lazily and, while spinning, only every few polls,
-//! because a clock read (about 27 ns here) costs about as much as a poll.
+//! because a clock read costs about as much as a poll.
 //!
 //! # Why the spin must outlast a nap
 //!
-//! A nap costs more than asked: on the CI VM a 20 µs sleep takes about 90 µs
-//! (timer slack plus waking an idle vCPU). If a wait spins for less than a
-//! nap really takes, a ping-pong that dozes once stays slow for good: each
-//! reply reaches a peer that has already stopped spinning, whose late answer
-//! in turn finds this rank parked. Measured with 8 B messages here: 50 µs of
-//! spin gave a 3 ms round trip, for ever; 100 µs gave 0.9 µs. So unless
+//! A nap costs more than asked: timer slack plus waking an idle virtual CPU
+//! can make a short sleep take several times its length. If a wait spins
+//! for less than a nap really takes, a ping-pong that dozes once stays slow
+//! for good: each reply reaches a peer that has already stopped spinning,
+//! whose late answer in turn finds this rank parked, and round trips stay
+//! thousands of times slower than with a spin long enough. So unless
 //! `MTTL_SPIN_US` is set explicitly, [`spin_time`] raises the default spin
 //! to twice the shortest nap measured at start-up.
 
@@ -50,16 +50,16 @@ const MAX_NAP: Duration = Duration::from_millis(1);
 const MAX_SPIN_FLOOR: Duration = Duration::from_millis(1);
 /// The longest a wait spins on, yielding, past the configured spin.
 ///
-/// A stream of 16 MiB messages (two per window of `mttl-bench comm`) has
-/// its receiver wait 5-6 ms between windows; at 5 ms it unlearned and
-/// napped, and saw each window up to a nap late: 0.84 of raw MPI's
-/// bandwidth, 0.88 at 20 ms (paired medians over 8 jobs), 0.89 spinning
-/// throughout. The test suite and 4 ranks of NPB on 2 cores ran no slower.
+/// A stream of very large messages (several MiB each, a few per window of a
+/// bandwidth test) has its receiver wait some milliseconds between
+/// windows; a limit below that makes it unlearn and nap, and see each
+/// window up to a nap late. A limit this long keeps such streams spinning
+/// without slowing oversubscribed jobs (more ranks than cores).
 pub(super) const MAX_LEARNED_SPIN: Duration = Duration::from_millis(20);
 /// While spinning, the clock is read once per this many polls.
 const POLLS_PER_CLOCK_READ: u32 = 16;
 /// A bandwidth every transport mttl runs on should reach (shared memory
-/// copies at well over 10 GiB/s here): [`transfer_time`] estimates from it.
+/// copies many times faster): [`transfer_time`] estimates from it.
 const ASSUMED_BANDWIDTH: u64 = 1 << 30;
 
 /// The spin time for this process: `configured`, raised to twice the real

@@ -239,8 +239,8 @@ impl<S: Read + AsRawFd> Source for Socket<'_, S> {
 /// The smallest payload whose reads are acknowledged at once
 /// ([`ack_now`]): as large as the send buffer a link asks for by default
 /// (`MTTL_TCP_SNDBUF`), so a payload that cannot be written in one go.
-/// Below it the acknowledgements cost more than they save: streaming
-/// 64 KiB messages, 4.9-5.1 GB/s acknowledged at once, 5.2-5.6 not.
+/// Below it the acknowledgements cost more than they save (a stream of
+/// medium messages is slower acknowledged at once).
 const QUICK_ACK_MIN: usize = 256 << 10;
 
 /// Has the kernel acknowledge what `socket` has received at once, rather
@@ -250,21 +250,16 @@ const QUICK_ACK_MIN: usize = 256 << 10;
 ///
 /// A large payload's sender can only have so much unacknowledged data in
 /// flight (its send buffer); acknowledgements held back by the receiver
-/// starve it. On the development VM (loopback, 1 MiB messages) a plain C
-/// socket ping-pong took 390-640 µs per round trip without this and
-/// 210-260 µs with it, consistently; Open MPI's TCP transport, which
-/// answers a large message's first fragment with a message of its own
-/// (an acknowledgement rides on it), 265-290 µs. This backend, 12
-/// alternated jobs each: round trip 226-635 µs without (8 of 12 jobs
-/// above 400), 236-304 with; streaming bandwidth 3.9-7.3 GB/s without
-/// (9 of 12 below 5.5), 5.7-7.6 with; 16 MiB streams 4.7-6.9 without,
-/// 6.7-7.2 with. A failure changes nothing but the speed, so it is
-/// ignored.
+/// starve it: large round trips then take up to twice as long, and vary
+/// widely from run to run, even for a plain socket ping-pong. (Open MPI's
+/// TCP transport gets the same effect by answering a large message's first
+/// fragment with a message of its own, on which an acknowledgement rides.)
+/// A failure changes nothing but the speed, so it is ignored.
 ///
 /// Linux only: other systems have no such option (and nothing is done).
 fn ack_now(socket: &impl AsRawFd) {
     #[cfg(target_os = "linux")]
-    let _ = super::set_socket_option(socket, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
+    let _ = super::socket::set_socket_option(socket, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
     #[cfg(not(target_os = "linux"))]
     let _ = socket;
 }

@@ -15,7 +15,7 @@
 //!   whichever sockets the poll reports readable, turning their bytes into
 //!   messages ([`frame`]) queued in arrival order. (Passing every message
 //!   through a tokio task on another thread would cost two cross-thread
-//!   wake-ups per message, ~50 µs each on this kind of VM.)
+//!   wake-ups per message, each far dearer than the message itself.)
 //! - **Waiting** ([`progress`]): a blocked receive, or a send waiting for socket space,
 //!   spins on zero-timeout polls until `MTTL_SPIN_US` have passed with no
 //!   link ready (a busy rank, or one in the middle of a stream, never pays
@@ -23,8 +23,7 @@
 //!   timeout passes (an idle rank uses no CPU). A receive awaiting the
 //!   answer to what it sent spins by reading the answering link itself,
 //!   polling every link once per few looks: the answer then costs one
-//!   system call, not a poll and a read (8-byte round trips 7.4 → 6.7 µs
-//!   here).
+//!   system call, not a poll and a read.
 //! - **Memory**: a large payload is received straight into its message's
 //!   vector, uninitialised until the kernel writes it ([`frame`]), or, when
 //!   `recv_from_into` asks for it, into the caller's memory: each link's
@@ -64,6 +63,7 @@ pub mod fuzzing;
 mod liveness;
 mod progress;
 mod sends;
+mod socket;
 
 use std::collections::VecDeque;
 use std::io;
@@ -75,9 +75,11 @@ use mio::{Events, Interest, Poll, Token};
 use self::frame::{FrameKind, FrameReader, Header, ReadError};
 use self::liveness::Liveness;
 use self::sends::OutFrame;
+use self::socket::set_send_buffer;
 use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env::{self, Launch, TcpLaunch};
 use crate::error::{CommError, ErrorKind, Op};
+use crate::tuning::CommTuning;
 
 /// How long `finish` waits for every peer's goodbye.
 const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -134,54 +136,6 @@ enum PeerState {
     Lost(String),
     /// The peer sent something that is not a frame.
     Malformed(String),
-}
-
-/// Asks for a send buffer of `bytes` on `link` (`SO_SNDBUF`; Linux doubles
-/// it for its bookkeeping and caps it at `net.core.wmem_max`).
-///
-/// Why not the kernel's automatic sizing: it grows a busy link's buffer to
-/// several MiB, and a stream then keeps that many bytes in flight, in pages
-/// written by the sender and read by the receiver long after, out of both
-/// cores' caches. The default request, 256 KiB (512 KiB once doubled),
-/// still covers a LAN's bandwidth-delay product and keeps the bytes in
-/// flight cache-resident. On the development VM (loopback, 1 MiB messages,
-/// 2 MiB of L2 per core) a raw socket pair streams 8-10 GB/s with it
-/// against 5-5.5 GB/s without, and this backend 6.5-7.5 against 4.3-4.8.
-/// Links with a large bandwidth-delay product (long distances) want
-/// `MTTL_TCP_SNDBUF=0`.
-fn set_send_buffer(link: &std::net::TcpStream, bytes: usize) -> io::Result<()> {
-    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    set_socket_option(link, libc::SOL_SOCKET, libc::SO_SNDBUF, value)
-}
-
-/// Sets the integer socket option `name` of `level` on `socket`.
-fn set_socket_option(
-    socket: &impl std::os::fd::AsRawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: `value` is a live c_int for the duration of the call and its
-    // size is passed with it; the descriptor is `socket`'s own, open while
-    // it is borrowed.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-fn would_block(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock
 }
 
 impl TcpComm {
@@ -352,11 +306,11 @@ impl Comm for TcpComm {
         match Launch::from_env()? {
             Launch::Tcp(launch) => TcpComm::connect(&launch),
             Launch::Single => TcpComm::single(),
-            Launch::Mpi => Err(CommError::new(
+            Launch::Mpi | Launch::Local => Err(CommError::new(
                 None,
                 Op::Init,
                 ErrorKind::Environment(
-                    "the launch environment asks for the MPI backend, not TCP".into(),
+                    "the launch environment asks for another backend than TCP".into(),
                 ),
             )),
         }
@@ -448,10 +402,6 @@ impl Comm for TcpComm {
         Ok(())
     }
 
-    fn holds_received(&self) -> bool {
-        !self.incoming.is_empty()
-    }
-
     fn probe(&mut self) -> Result<Option<Envelope>, CommError> {
         if self.incoming.is_empty() {
             self.progress(Some(Duration::ZERO))
@@ -468,19 +418,8 @@ impl Comm for TcpComm {
         self.send_frame(dest, tag, data, false)
     }
 
-    /// As `send`, flagged bulk: the receiver's reader stops at a large
-    /// payload for `recv_from_into` to take in place.
-    fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
-        self.send_frame(dest, tag, data, true)
-    }
-
     fn nsend(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
         self.nsend_frame(dest, tag, data, false)
-    }
-
-    /// As `nsend`, flagged bulk (see `send_bulk`).
-    fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
-        self.nsend_frame(dest, tag, data, true)
     }
 
     fn send_done(&mut self, handle: SendHandle) -> Result<bool, CommError> {
@@ -533,6 +472,50 @@ impl Comm for TcpComm {
             Ok(false)
         })?;
         Ok(found)
+    }
+
+    fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
+        let op = Op::RecvAny;
+        let mut found = None;
+        // With one peer, the only link to watch is its.
+        let watch = (self.size == 2).then(|| 1 - self.rank);
+        self.wait_until(op, timeout, watch, |c| {
+            // Messages already received go first: a rank's last messages
+            // before it died (an abort naming the cause) are not lost.
+            if let Some(m) = c.incoming.pop_front() {
+                found = Some(m);
+                return Ok(true);
+            }
+            c.take_lost(op)?;
+            if c.size > 1 && !c.anyone_left() {
+                return Err(c.error(
+                    op,
+                    ErrorKind::PeerLost {
+                        peer: c.rank,
+                        detail: "every other rank has finished: nothing can arrive".into(),
+                    },
+                ));
+            }
+            Ok(false)
+        })?;
+        Ok(found)
+    }
+}
+
+impl CommTuning for TcpComm {
+    fn holds_received(&mut self) -> bool {
+        !self.incoming.is_empty()
+    }
+
+    /// As `send`, flagged bulk: the receiver's reader stops at a large
+    /// payload for `recv_from_into` to take in place.
+    fn send_bulk(&mut self, dest: Rank, tag: Tag, data: &[u8]) -> Result<(), CommError> {
+        self.send_frame(dest, tag, data, true)
+    }
+
+    /// As `nsend`, flagged bulk (see `send_bulk`).
+    fn nsend_bulk(&mut self, dest: Rank, tag: Tag, data: Vec<u8>) -> Result<SendHandle, CommError> {
+        self.nsend_frame(dest, tag, data, true)
     }
 
     /// The next message from `source`, as `recv_from` waits for it; if it
@@ -633,33 +616,6 @@ impl Comm for TcpComm {
                 },
             )),
         }
-    }
-
-    fn recv_any(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, CommError> {
-        let op = Op::RecvAny;
-        let mut found = None;
-        // With one peer, the only link to watch is its.
-        let watch = (self.size == 2).then(|| 1 - self.rank);
-        self.wait_until(op, timeout, watch, |c| {
-            // Messages already received go first: a rank's last messages
-            // before it died (an abort naming the cause) are not lost.
-            if let Some(m) = c.incoming.pop_front() {
-                found = Some(m);
-                return Ok(true);
-            }
-            c.take_lost(op)?;
-            if c.size > 1 && !c.anyone_left() {
-                return Err(c.error(
-                    op,
-                    ErrorKind::PeerLost {
-                        peer: c.rank,
-                        detail: "every other rank has finished: nothing can arrive".into(),
-                    },
-                ));
-            }
-            Ok(false)
-        })?;
-        Ok(found)
     }
 }
 

@@ -10,7 +10,8 @@ use std::io::{self, IoSlice, Write};
 use std::time::{Duration, Instant};
 
 use super::frame::{Header, HEADER_LEN};
-use super::{would_block, PeerState, TcpComm};
+use super::socket::would_block;
+use super::{PeerState, TcpComm};
 use crate::comm::{Message, Rank, SendHandle, Tag};
 use crate::error::{CommError, Op};
 
