@@ -133,7 +133,7 @@ impl Config {
         match self {
             Config::Sched => {
                 "mttl's thread scheduler alone: threads run by run_ready on the native stack, \
-                 no runtime loop, no network (as mttl-core's thread_bench)"
+                 no runtime loop, no network"
             }
             Config::Tcp => "an mttl program on the TCP backend, 2 ranks (mttl_comm::launch::run)",
             Config::Mpi => "an mttl program on the MPI backend, 2 ranks (mpirun)",

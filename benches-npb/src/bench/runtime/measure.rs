@@ -27,10 +27,9 @@
 //! | `round_trip`    | a 16-byte ping-pong without the runtime (comm layer or raw MPI)     |
 //!
 //! `switch` and `spawn` are measured twice: by the scheduler alone (the
-//! orchestrator's process, threads run by `run_ready` on the native stack,
-//! as `mttl-core`'s `thread_bench`), and inside a running program on rank 0,
-//! where the runtime's loop also polls the network between batches of
-//! threads.
+//! orchestrator's process, threads run by `run_ready` on the native
+//! stack), and inside a running program on rank 0, where the runtime's
+//! loop also polls the network between batches of threads.
 
 use std::cell::Cell;
 use std::hint::black_box;
