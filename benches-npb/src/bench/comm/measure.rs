@@ -66,7 +66,8 @@ const WINDOWS: (usize, usize) = (1, 100_000);
 pub(super) const TURNS: [bool; 4] = [false, true, true, false];
 
 /// How many operations of each kind a size gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, mttl::Encode, mttl::Decode)]
+#[bincode(crate = "mttl::bincode")]
 pub(super) struct Plan {
     /// The message size in bytes.
     pub(super) size: usize,
@@ -104,7 +105,8 @@ fn calibrate(each: Duration, (least, most): (usize, usize)) -> usize {
 }
 
 /// What rank 0 measured for one size in one run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, mttl::Encode, mttl::Decode)]
+#[bincode(crate = "mttl::bincode")]
 pub(super) struct SizeSamples {
     /// The plan that was run, with its calibrated counts.
     pub(super) plan: Plan,
@@ -112,6 +114,15 @@ pub(super) struct SizeSamples {
     pub(super) rtt_us: Vec<f64>,
     /// Bandwidth samples, payload bytes per second.
     pub(super) bw_bytes_per_s: Vec<f64>,
+}
+
+/// What rank 0 measured in one run: a single stack's samples, or in a job
+/// where two took turns, the first's and the second's (`reference`).
+#[derive(Debug, Clone, PartialEq, mttl::Encode, mttl::Decode)]
+#[bincode(crate = "mttl::bincode")]
+pub(super) struct Samples {
+    pub(super) sizes: Vec<SizeSamples>,
+    pub(super) reference: Vec<SizeSamples>,
 }
 
 /// Runs every size's plan on `ep`. Rank 0 returns its samples; rank 1
@@ -147,10 +158,8 @@ pub(super) fn sweep(
 /// turn; rank 1 returns empty lists.
 ///
 /// The stack that takes the first turn touches its buffers first, and
-/// which memory a buffer gets decides much of a large message's speed
-/// (raw rsmpi against itself, 16 MiB round trips: the side that went first
-/// 1.04-1.09 slower in three of four runs), so the orchestrator swaps the
-/// order every other sweep.
+/// which memory a buffer gets decides much of a large message's speed, so
+/// the orchestrator swaps the order every other sweep.
 // Only `mpi-vs-raw` interleaves, and it needs the `mpi` feature.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(super) fn interleave(
@@ -394,7 +403,7 @@ mod tests {
             }
         }
         // Each stack measured only through its own endpoint.
-        let median = |v: &[f64]| crate::bench::common::report::median(v).unwrap();
+        let median = |v: &[f64]| crate::bench::sweep::report::median(v).unwrap();
         for (fast, slow) in a.iter().zip(&b) {
             assert!(median(&fast.rtt_us) < median(&slow.rtt_us));
             assert!(median(&fast.bw_bytes_per_s) > median(&slow.bw_bytes_per_s));

@@ -10,12 +10,13 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 
 use super::measure::{Metric, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
-use super::results::RunResult;
 use super::Config;
-use crate::bench::common::jobs::BenchConfig;
-use crate::bench::common::report::{
-    median, render_labelled as render, targets_text, Target, Verdict,
-};
+use crate::bench::sweep::jobs::{BenchConfig, Measured};
+use crate::bench::sweep::report::{document, median, render, targets_json, Target, Verdict};
+use crate::bench::sweep::{best, counted, Run};
+
+/// One run: seconds per operation, by metric.
+type RunResult = Run<Measured<Vec<(Metric, Vec<f64>)>>>;
 
 /// The best figures of one configuration for one metric.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -143,36 +144,32 @@ fn rows() -> Vec<Row> {
 #[derive(Debug, Clone)]
 pub(super) struct Summary {
     best: HashMap<(Config, Metric), Best>,
-    configs: Vec<(Config, String, usize)>,
 }
 
 impl Summary {
-    /// Summarises the runs of each configuration.
+    /// The best of the counted runs of each configuration, per metric.
     pub(super) fn new(runs: &[(Config, Vec<RunResult>)]) -> Summary {
-        let mut best: HashMap<(Config, Metric), Best> = HashMap::new();
-        for (config, results) in runs {
-            for (metric, samples) in results.iter().flat_map(|r| &r.metrics) {
-                let (Some(med), Some(min)) =
-                    (median(samples), samples.iter().copied().reduce(f64::min))
-                else {
-                    continue;
-                };
-                let b = best.entry((*config, *metric)).or_insert(Best {
-                    median_s: med,
-                    min_s: min,
-                });
-                b.median_s = b.median_s.min(med);
-                b.min_s = b.min_s.min(min);
+        let mut best_of = HashMap::new();
+        for (config, runs) in runs {
+            let counted = counted(runs);
+            for metric in Metric::ALL {
+                let samples: Vec<&Vec<f64>> = counted
+                    .iter()
+                    .flat_map(|r| &r.result.samples)
+                    .filter(|(m, _)| *m == metric)
+                    .map(|(_, s)| s)
+                    .collect();
+                let median_s = best(samples.iter().map(|s| median(s)), false);
+                let min_s = best(
+                    samples.iter().flat_map(|s| s.iter().map(|&v| Some(v))),
+                    false,
+                );
+                if let Some((median_s, min_s)) = median_s.zip(min_s) {
+                    best_of.insert((*config, metric), Best { median_s, min_s });
+                }
             }
         }
-        let configs = runs
-            .iter()
-            .map(|(c, r)| {
-                let backend = r.first().map(|r| r.backend.clone()).unwrap_or_default();
-                (*c, backend, r.len())
-            })
-            .collect();
-        Summary { best, configs }
+        Summary { best: best_of }
     }
 
     /// The best figures of `config` for `metric`, if measured.
@@ -201,7 +198,7 @@ impl Summary {
                 cells
             })
             .collect();
-        render(&headers, &rows)
+        render(&headers, &rows, &[], true)
     }
 
     /// The project's performance targets, checked against the figures.
@@ -279,12 +276,8 @@ impl Summary {
         targets
     }
 
-    /// The targets as text, one per line.
-    pub(super) fn targets_text(&self) -> String {
-        targets_text(&self.targets())
-    }
-
-    /// The whole invocation as one JSON document.
+    /// The whole invocation as one JSON document (without its `configs`
+    /// and `foreign_load`, which come from the runs).
     pub(super) fn to_json(
         &self,
         reps: u32,
@@ -292,58 +285,28 @@ impl Summary {
         method: &[String],
         notes: &[String],
     ) -> Value {
-        let configs: Vec<Value> = self
-            .configs
-            .iter()
-            .map(|(c, backend, runs)| {
-                json!({
-                    "name": c.name(),
-                    "column": c.column(),
-                    "description": c.description(),
-                    "backend": backend,
-                    "runs": runs,
-                })
-            })
-            .collect();
         let mut results = Map::new();
-        for (config, _, _) in &self.configs {
-            let mut figures = Map::new();
-            for metric in Metric::ALL {
-                if let Some(b) = self.get(*config, metric) {
-                    let unit = unit_of(metric);
-                    figures.insert(
-                        metric.key().to_owned(),
-                        json!({
-                            "value": unit.value(b.median_s),
-                            "unit": unit.label(),
-                            "best_sample": unit.value(b.min_s),
-                            "seconds_per_op": b.median_s,
-                        }),
-                    );
-                }
-            }
-            results.insert(config.name().to_owned(), Value::Object(figures));
+        for (&(config, metric), b) in &self.best {
+            let unit = unit_of(metric);
+            let entry = results
+                .entry(config.name())
+                .or_insert_with(|| Value::Object(Map::new()));
+            entry[metric.key()] = json!({
+                "value": unit.value(b.median_s),
+                "unit": unit.label(),
+                "best_sample": unit.value(b.min_s),
+                "seconds_per_op": b.median_s,
+            });
         }
-        let targets: Vec<Value> = self
-            .targets()
-            .into_iter()
-            .map(|t| json!({ "target": t.name, "status": t.verdict.word(), "detail": t.detail }))
-            .collect();
-        json!({
-            "benchmark": "runtime",
-            "ranks": 2,
-            "reps": reps,
-            "samples": SAMPLES,
-            "sample_ms": sample_ms,
-            "ainvoke_window": AINVOKE_WINDOW,
-            "spawn_batch": SPAWN_BATCH,
-            "ping_bytes": PING_LEN,
-            "method": method,
-            "configs": configs,
-            "results": results,
-            "targets": targets,
-            "notes": notes,
-        })
+        let mut doc = document("runtime", reps, method, notes);
+        doc["samples"] = SAMPLES.into();
+        doc["sample_ms"] = sample_ms.into();
+        doc["ainvoke_window"] = AINVOKE_WINDOW.into();
+        doc["spawn_batch"] = SPAWN_BATCH.into();
+        doc["ping_bytes"] = PING_LEN.into();
+        doc["results"] = results.into();
+        doc["targets"] = targets_json(&self.targets());
+        doc
     }
 }
 
@@ -352,10 +315,10 @@ mod tests {
     use super::*;
 
     fn run(metrics: Vec<(Metric, Vec<f64>)>) -> RunResult {
-        RunResult {
+        Run::new(Measured {
             backend: "tcp".into(),
-            metrics,
-        }
+            samples: metrics,
+        })
     }
 
     #[test]
