@@ -178,27 +178,10 @@ fn parse_secs(text: &str) -> Result<f64, String> {
 /// Parses a byte count such as `4096`, `64M`, `1GiB`: a positive multiple
 /// of 8 (the transfer moves 64-bit words), at most 64 GiB.
 fn parse_bytes(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let shift = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" => 10,
-        "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        _ => return Err(format!("{text:?} is not a size: use bytes or K, M, G")),
-    };
-    let bytes = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
-        .ok_or_else(|| format!("{text:?} is not a size: it does not start with a number"))?;
-    if bytes == 0 || bytes % 8 != 0 || bytes > 64 << 30 {
-        return Err(format!(
-            "{text:?} is not a positive multiple of 8 bytes up to 64G"
-        ));
+    match jobs::parse_size(text, 64 << 30)? {
+        bytes if bytes % 8 == 0 => Ok(bytes),
+        _ => Err(format!("{text:?} is not a multiple of 8 bytes")),
     }
-    Ok(bytes)
 }
 
 /// The sizes one scenario runs with, every default resolved.

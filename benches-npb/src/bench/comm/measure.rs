@@ -97,11 +97,8 @@ impl Plan {
 }
 
 /// How many repetitions of something that took `each` fill [`SAMPLE_TIME`].
-fn calibrate(each: Duration, (least, most): (usize, usize)) -> usize {
-    let each = each.as_secs_f64().max(1e-9);
-    let n = (SAMPLE_TIME.as_secs_f64() / each).round();
-    // Saturating float-to-int conversion, then clamped.
-    (n as usize).clamp(least, most)
+fn calibrate(each: Duration, bounds: (usize, usize)) -> usize {
+    crate::bench::sweep::calibrate(each, SAMPLE_TIME, bounds)
 }
 
 /// What rank 0 measured for one size in one run.
@@ -425,12 +422,5 @@ mod tests {
             TURNS.iter().filter(|&&t| t).count(),
             TURNS.iter().filter(|&&t| !t).count()
         );
-    }
-
-    #[test]
-    fn calibration_fills_a_sample_within_bounds() {
-        assert_eq!(calibrate(SAMPLE_TIME / 10, (1, 100)), 10);
-        assert_eq!(calibrate(Duration::ZERO, (1, 100)), 100);
-        assert_eq!(calibrate(SAMPLE_TIME * 10, (2, 100)), 2);
     }
 }

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::measure::{Metric, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
 use super::Config;
 use crate::bench::sweep::jobs::{BenchConfig, Measured};
-use crate::bench::sweep::report::{document, median, render, targets_json, Target, Verdict};
+use crate::bench::sweep::report::{document, median, render, targets_json, Target};
 use crate::bench::sweep::{best, counted, Run};
 
 /// One run: seconds per operation, by metric.
@@ -203,75 +203,46 @@ impl Summary {
 
     /// The project's performance targets, checked against the figures.
     pub(super) fn targets(&self) -> Vec<Target> {
-        let mut targets = Vec::new();
-        let mut at_most = |metric: Metric, config: Config, limit: f64, what: &str| {
+        let judge = |metric: Metric, config: Config, what: &str, met: fn(f64) -> bool| {
             let unit = unit_of(metric);
-            let (verdict, detail) = match self.get(config, metric) {
-                Some(b) => {
-                    let v = unit.value(b.median_s);
-                    (
-                        Verdict::of(v <= limit),
-                        format!("{} {}", unit.format(b.median_s), unit.label()),
-                    )
-                }
-                None => (Verdict::NotMeasured, format!("needs {}", config.name())),
-            };
-            targets.push(Target {
-                name: format!("{what} ({})", config.column()),
-                verdict,
-                detail,
-            });
+            Target::judge(
+                format!("{what} ({})", config.column()),
+                self.get(config, metric),
+                |b| met(unit.value(b.median_s)),
+                |b| format!("{} {}", unit.format(b.median_s), unit.label()),
+                config.name(),
+            )
         };
+        let mut targets = Vec::new();
         for config in [Config::Sched, Config::Tcp, Config::Mpi] {
-            at_most(Metric::Switch, config, 10.0, "thread switch at most 10 ns");
+            targets.push(judge(
+                Metric::Switch,
+                config,
+                "thread switch at most 10 ns",
+                |v| v <= 10.0,
+            ));
         }
         for config in [Config::Sched, Config::Tcp, Config::Mpi] {
-            at_most(Metric::Spawn, config, 100.0, "spawn at most 100 ns");
+            targets.push(judge(Metric::Spawn, config, "spawn at most 100 ns", |v| {
+                v <= 100.0
+            }));
         }
-        at_most(
-            Metric::InvokeRemote,
-            Config::Tcp,
-            10.0,
-            "invoke round trip at most 10 µs",
-        );
-        let (verdict, detail) = match (
-            self.get(Config::Mpi, Metric::InvokeRemote),
-            self.get(Config::RawMpi, Metric::RoundTrip),
-        ) {
-            (Some(m), Some(r)) => {
-                let delta = (m.median_s - r.median_s) * 1e6;
-                (
-                    Verdict::of(delta <= 1.0),
-                    format!(
-                        "{:.2} vs {:.2} µs: {delta:+.2} µs",
-                        m.median_s * 1e6,
-                        r.median_s * 1e6
-                    ),
-                )
-            }
-            _ => (
-                Verdict::NotMeasured,
-                format!("needs {} and {}", Config::Mpi.name(), Config::RawMpi.name()),
-            ),
-        };
-        targets.push(Target {
-            name: "invoke round trip at most raw MPI's round trip + 1 µs (mttl-mpi)".into(),
-            verdict,
-            detail,
-        });
+        let invoke = "invoke round trip at most 10 µs";
+        targets.push(judge(Metric::InvokeRemote, Config::Tcp, invoke, |v| {
+            v <= 10.0
+        }));
+        targets.push(Target::judge(
+            "invoke round trip at most raw MPI's round trip + 1 µs (mttl-mpi)",
+            self.get(Config::Mpi, Metric::InvokeRemote)
+                .zip(self.get(Config::RawMpi, Metric::RoundTrip))
+                .map(|(m, r)| (m.median_s * 1e6, r.median_s * 1e6)),
+            |(m, r)| m - r <= 1.0,
+            |(m, r)| format!("{m:.2} vs {r:.2} µs: {:+.2} µs", m - r),
+            "mpi and raw-mpi",
+        ));
         for config in [Config::Tcp, Config::Mpi] {
-            let (verdict, detail) = match self.get(config, Metric::Ainvoke) {
-                Some(b) => (
-                    Verdict::of(1.0 / b.median_s >= 1e6),
-                    format!("{} calls/s", Unit::CallsPerS.format(b.median_s)),
-                ),
-                None => (Verdict::NotMeasured, format!("needs {}", config.name())),
-            };
-            targets.push(Target {
-                name: format!("ainvoke at least 1 M calls/s ({})", config.column()),
-                verdict,
-                detail,
-            });
+            let what = "ainvoke at least 1 M calls/s";
+            targets.push(judge(Metric::Ainvoke, config, what, |v| v >= 1e6));
         }
         targets
     }
@@ -313,6 +284,7 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::sweep::report::Verdict;
 
     fn run(metrics: Vec<(Metric, Vec<f64>)>) -> RunResult {
         Run::new(Measured {

@@ -214,6 +214,15 @@ impl<C: Clone + PartialEq> Sweeps<'_, C> {
     }
 }
 
+/// How many repetitions of something that took `each` fill a sample of
+/// `sample_time`, within `(least, most)`: the calibration of every
+/// measurement loop.
+pub fn calibrate(each: Duration, sample_time: Duration, (least, most): (usize, usize)) -> usize {
+    let n = (sample_time.as_secs_f64() / each.as_secs_f64().max(1e-9)).round();
+    // Saturating float-to-int conversion, then clamped.
+    (n as usize).clamp(least, most)
+}
+
 /// The runs that count for a best-of figure: the undisturbed ones, or all
 /// if every one was disturbed.
 pub fn counted<R>(runs: &[Run<R>]) -> Vec<&Run<R>> {
@@ -345,6 +354,14 @@ mod tests {
         assert_eq!(per_sweep(&mine).len(), 4);
         assert_eq!(per_sweep(&mine)[3].result, 20.0);
         assert!(paired(&mine, &theirs, |_| None).is_none());
+    }
+
+    #[test]
+    fn calibration_fills_a_sample_within_bounds() {
+        let sample = Duration::from_millis(20);
+        assert_eq!(calibrate(sample / 10, sample, (1, 100)), 10);
+        assert_eq!(calibrate(Duration::ZERO, sample, (1, 100)), 100);
+        assert_eq!(calibrate(sample * 10, sample, (2, 100)), 2);
     }
 
     #[test]

@@ -463,13 +463,7 @@ fn breakdown_summary(configs: &[Config]) -> String {
     let mut out = String::from(
         "\nCommunication per process of the best run (MTTL_STATS=1 counts; tables 5-8)\n",
     );
-    let mut groups: Vec<(Kernel, Class)> = Vec::new();
-    for c in configs {
-        if !groups.contains(&(c.kernel, c.class)) {
-            groups.push((c.kernel, c.class));
-        }
-    }
-    for (kernel, class) in groups {
+    for (kernel, class) in groups(configs) {
         let _ = writeln!(out, "\n{} class {class}", kernel.name());
         breakdown::table_header(&mut out);
         for c in configs
@@ -500,16 +494,21 @@ fn breakdown_summary(configs: &[Config]) -> String {
     out
 }
 
-/// Step 4: draws both figures of each kernel and class; returns their paths.
-fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
+/// The kernels and classes of `configs`, in their order.
+fn groups(configs: &[Config]) -> Vec<(Kernel, Class)> {
     let mut groups: Vec<(Kernel, Class)> = Vec::new();
     for c in configs {
         if !groups.contains(&(c.kernel, c.class)) {
             groups.push((c.kernel, c.class));
         }
     }
+    groups
+}
+
+/// Step 4: draws both figures of each kernel and class; returns their paths.
+fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     let mut paths = Vec::new();
-    for (kernel, class) in groups {
+    for (kernel, class) in groups(configs) {
         let group: Vec<&Config> = configs
             .iter()
             .filter(|c| c.kernel == kernel && c.class == class)
