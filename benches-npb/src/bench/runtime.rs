@@ -45,7 +45,7 @@ use super::comm::endpoint::MttlEndpoint;
 pub use crate::bench::error::BenchError;
 use crate::bench::sweep::jobs::{self, BenchConfig, Measured, Workers};
 use crate::bench::sweep::report::{self as rep, emit, push_how_measured, spin_us_setting};
-use crate::bench::sweep::Sweeps;
+use crate::bench::sweep::{Sweeps, BUSY_WARNING};
 
 /// What to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
@@ -207,8 +207,13 @@ pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
 
 /// How the figures were measured, one sentence per line.
 fn method_lines(args: &RuntimeArgs, configs: &[Config]) -> Vec<String> {
+    let (reps, settle) = (args.reps, args.settle);
     let mut lines = vec![
-        rep::sweeps_line(args.reps, args.settle),
+        format!(
+            "{reps} sweep(s) per configuration, configurations alternated (order rotated each \
+             sweep); every sweep of a job configuration is a fresh two-rank job, started after \
+             waiting up to {settle} s for other processes to use less than {BUSY_WARNING} CPU."
+        ),
         format!(
             "Each metric is calibrated so that a sample takes about {} ms; a run's figure is \
              the median of {} samples, and the table shows the best run.",
