@@ -20,7 +20,7 @@ use super::measure::SizeSamples;
 use super::Config;
 use crate::bench::sweep::jobs::{BenchConfig, Measured};
 use crate::bench::sweep::plot::{Axis, LineChart, Panel, Series};
-use crate::bench::sweep::report::{median, Verdict};
+use crate::bench::sweep::report::{cell, median, render, Verdict};
 use crate::bench::sweep::{counted, Run};
 
 /// One run: rank 0's samples for every size.
@@ -201,62 +201,60 @@ impl Summary {
     /// The throughput table with the ratios, and the breakdown table, of
     /// `reps` sweeps.
     pub(super) fn tables(&self, reps: u32) -> String {
-        let mut t = String::new();
-        let _ = writeln!(
-            t,
-            "Remote-write throughput, 2 ranks on this machine, MB/s (10^6 bytes/s), best of \
-             {reps} sweep(s)\n"
-        );
-        let _ = write!(t, "{:>8}", "size");
-        for c in &self.configs {
-            let _ = write!(t, "  {:>9}", c.column());
-        }
         let pairs: Vec<_> = self.pairs().collect();
-        for (m, r) in &pairs {
-            let _ = write!(t, "  {:>17}", format!("{}/{}", m.column(), r.column()));
-        }
-        t.push('\n');
-        for &size in &self.sizes {
-            let _ = write!(t, "{:>8}", size_label(size));
-            for &c in &self.configs {
-                let cell = self
-                    .get(c, size)
-                    .map_or("-".to_owned(), |b| format!("{:.1}", b.mb_per_s()));
-                let _ = write!(t, "  {cell:>9}");
-            }
-            for (m, _) in &pairs {
-                let cell = self
-                    .ratio(*m, size)
-                    .map_or("-".to_owned(), |r| format!("{r:.2}x"));
-                let _ = write!(t, "  {cell:>17}");
-            }
-            t.push('\n');
-        }
-        let _ = writeln!(
+        let mut headers = vec!["size".to_owned()];
+        headers.extend(self.configs.iter().map(|c| c.column().to_owned()));
+        headers.extend(
+            pairs
+                .iter()
+                .map(|(m, r)| format!("{}/{}", m.column(), r.column())),
+        );
+        let rows: Vec<Vec<String>> = self
+            .sizes
+            .iter()
+            .map(|&size| {
+                let mut row = vec![size_label(size)];
+                for &c in &self.configs {
+                    row.push(cell(self.get(c, size).map(|b| b.mb_per_s()), |v| {
+                        format!("{v:.1}")
+                    }));
+                }
+                for (m, _) in &pairs {
+                    row.push(cell(self.ratio(*m, size), |r| format!("{r:.2}x")));
+                }
+                row
+            })
+            .collect();
+        let mut t = format!(
+            "Remote-write throughput, 2 ranks on this machine, MB/s (10^6 bytes/s), best of \
+             {reps} sweep(s)\n\n{}",
+            render(&headers, &rows, &[], false)
+        );
+        let mut headers = vec!["size".to_owned(), "window".to_owned()];
+        headers.extend(self.configs.iter().map(|c| c.column().to_owned()));
+        let rows: Vec<Vec<String>> = self
+            .sizes
+            .iter()
+            .map(|&size| {
+                let first = self.configs.iter().find_map(|&c| self.get(c, size));
+                let mut row = vec![
+                    size_label(size),
+                    first.map_or("-".into(), |b| b.window.to_string()),
+                ];
+                for &c in &self.configs {
+                    let breakdown =
+                        |b: Best| format!("{} | {}", fmt_us(b.issue_us), fmt_us(b.sync_us));
+                    row.push(self.get(c, size).map_or("-".into(), breakdown));
+                }
+                row
+            })
+            .collect();
+        let _ = write!(
             t,
             "\nBreakdown of the best run: rank 0's µs issuing one transfer (nwrite / \
-             MPI_Send) | µs per window synchronising (barrier / MPI_Barrier)\n"
+             MPI_Send) | µs per window synchronising (barrier / MPI_Barrier)\n\n{}",
+            render(&headers, &rows, &[], false)
         );
-        let _ = write!(t, "{:>8}  {:>6}", "size", "window");
-        for c in &self.configs {
-            let _ = write!(t, "  {:>17}", c.column());
-        }
-        t.push('\n');
-        for &size in &self.sizes {
-            let window = self
-                .configs
-                .iter()
-                .find_map(|&c| self.get(c, size))
-                .map_or("-".to_owned(), |b| b.window.to_string());
-            let _ = write!(t, "{:>8}  {window:>6}", size_label(size));
-            for &c in &self.configs {
-                let cell = self.get(c, size).map_or("-".to_owned(), |b| {
-                    format!("{} | {}", fmt_us(b.issue_us), fmt_us(b.sync_us))
-                });
-                let _ = write!(t, "  {cell:>17}");
-            }
-            t.push('\n');
-        }
         t
     }
 
