@@ -357,6 +357,63 @@ mod tests {
     }
 
     #[test]
+    fn sweeps_rotate_the_order_and_record_failures_when_told_to() {
+        let configs = ["a", "b", "c"];
+        let mut sweeps = Sweeps {
+            bench: "test",
+            configs: &configs,
+            reps: 2,
+            settle: 0.0,
+            retries: 0,
+            keep_going: true,
+        };
+        let mut order = Vec::new();
+        let swept = sweeps
+            .run(
+                |c| c.to_string(),
+                |&c, sweep, _| {
+                    order.push((sweep, c));
+                    match c {
+                        "b" => Err(BenchError::Check("b fails".into())),
+                        _ => Ok(sweep * 10),
+                    }
+                },
+            )
+            .expect("failures are recorded, not returned");
+        let names: Vec<&str> = order.iter().map(|o| o.1).collect();
+        assert_eq!(
+            names,
+            ["a", "b", "c", "b", "c", "a"],
+            "rotated by one per sweep"
+        );
+        assert_eq!(swept.failures.len(), 2);
+        assert!(swept
+            .failures
+            .iter()
+            .all(|f| f.0 == "b" && f.1 == "b fails"));
+        let results: Vec<Vec<usize>> = swept
+            .runs
+            .iter()
+            .map(|(_, runs)| runs.iter().map(|r| r.result).collect())
+            .collect();
+        assert_eq!(results, [vec![0, 10], vec![], vec![0, 10]]);
+        assert_eq!(swept.log.len(), 6, "every run is logged, failed ones too");
+        sweeps.keep_going = false;
+        sweeps.reps = 1;
+        let stopped = sweeps.run(
+            |c| c.to_string(),
+            |&c, _, _| match c {
+                "b" => Err(BenchError::Check("b fails".into())),
+                _ => Ok(()),
+            },
+        );
+        assert!(
+            stopped.is_err(),
+            "without keep_going a failure stops the sweeps"
+        );
+    }
+
+    #[test]
     fn calibration_fills_a_sample_within_bounds() {
         let sample = Duration::from_millis(20);
         assert_eq!(calibrate(sample / 10, sample, (1, 100)), 10);
