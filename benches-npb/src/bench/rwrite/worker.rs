@@ -1,4 +1,4 @@
-//! Step 3 of the [orchestration](super): one worker rank, as an mttl
+//! Step 2 of the [orchestration](super): one worker rank, as an mttl
 //! program (`tcp`, `mpi`, `mpi-owned`) or as a plain rsmpi program (`raw-mpi`,
 //! `raw-mpi-tcp`), running [`measure::sweep`] on its [`Transfer`].
 //!
