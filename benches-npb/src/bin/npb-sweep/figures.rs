@@ -61,7 +61,7 @@ pub(crate) fn time(kernel: Kernel, class: Class, group: &[&Config]) -> LineChart
             }
         };
         if let Some(t) = c.best() {
-            lines[at].points.push((c.nprocs as f64, t));
+            lines[at].points.push((c.point.nprocs as f64, t));
         }
     }
     for line in &mut lines {
@@ -111,11 +111,11 @@ pub(crate) fn time(kernel: Kernel, class: Class, group: &[&Config]) -> LineChart
 pub(crate) fn breakdown(kernel: Kernel, class: Class, group: &[&Config]) -> Option<BarPanels> {
     let panels: Vec<BarPanel> = group
         .iter()
-        .filter(|c| c.nprocs > 1)
+        .filter(|c| c.point.nprocs > 1)
         .filter_map(|c| {
             let ranks = c.stats.as_ref()?.as_ref().ok()?;
             Some(BarPanel {
-                title: format!("{}, {} processes", c.label(), c.nprocs),
+                title: format!("{}, {} processes", c.label(), c.point.nprocs),
                 groups: ranks
                     .iter()
                     .map(|r| {
@@ -147,17 +147,18 @@ pub(crate) fn breakdown(kernel: Kernel, class: Class, group: &[&Config]) -> Opti
 mod tests {
     use super::*;
     use crate::breakdown::RankStats;
+    use crate::Point;
     use benches_npb::npb::drivers::Variant;
     use mttl::comm::launch::BackendKind;
 
     fn config(nprocs: usize, stats: bool) -> Config {
-        let mut c = Config::new(
-            Kernel::Cg,
-            Class::S,
+        let mut c = Config::new(Point {
+            kernel: Kernel::Cg,
+            class: Class::S,
             nprocs,
-            Variant::Mttl,
-            BackendKind::Tcp,
-        );
+            variant: Variant::Mttl,
+            backend: BackendKind::Tcp,
+        });
         c.times.push(0.5 / nprocs as f64);
         if stats {
             let rank = |rank| RankStats {

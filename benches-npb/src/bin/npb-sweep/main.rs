@@ -126,11 +126,7 @@ impl Point {
 /// One configuration and what its runs gave.
 #[derive(Debug, Clone)]
 struct Config {
-    kernel: Kernel,
-    class: Class,
-    nprocs: usize,
-    variant: Variant,
-    backend: BackendKind,
+    point: Point,
     /// Seconds of each verified run.
     times: Vec<f64>,
     /// Mop/s of the best run.
@@ -145,19 +141,9 @@ struct Config {
 }
 
 impl Config {
-    fn new(
-        kernel: Kernel,
-        class: Class,
-        nprocs: usize,
-        variant: Variant,
-        backend: BackendKind,
-    ) -> Config {
+    fn new(point: Point) -> Config {
         Config {
-            kernel,
-            class,
-            nprocs,
-            variant,
-            backend,
+            point,
             times: Vec::new(),
             mops: 0.0,
             failures: 0,
@@ -167,7 +153,7 @@ impl Config {
     }
 
     fn label(&self) -> String {
-        format!("{} on {}", self.variant, self.backend)
+        format!("{} on {}", self.point.variant, self.point.backend)
     }
 
     fn best(&self) -> Option<f64> {
@@ -250,7 +236,7 @@ fn sweep(cli: &Cli) -> Result<bool, String> {
         .runs
         .iter()
         .map(|(p, runs)| {
-            let mut c = Config::new(p.kernel, p.class, p.nprocs, p.variant, p.backend);
+            let mut c = Config::new(*p);
             c.failures = swept.failures.iter().filter(|f| f.0 == *p).count() as u32;
             for run in per_sweep(runs) {
                 if c.best().is_none_or(|b| run.result.seconds < b) {
@@ -357,11 +343,11 @@ fn to_csv(configs: &[Config]) -> String {
 fn csv_key(c: &Config) -> String {
     format!(
         "{},{},{},{},{}",
-        c.kernel.name(),
-        c.class,
-        c.nprocs,
-        c.variant,
-        c.backend
+        c.point.kernel.name(),
+        c.point.class,
+        c.point.nprocs,
+        c.point.variant,
+        c.point.backend
     )
 }
 
@@ -387,7 +373,9 @@ fn best_of(
     configs
         .iter()
         .find(|c| {
-            (c.kernel, c.class, c.nprocs) == key && c.variant == variant && c.backend == backend
+            (c.point.kernel, c.point.class, c.point.nprocs) == key
+                && c.point.variant == variant
+                && c.point.backend == backend
         })
         .and_then(Config::best)
 }
@@ -396,8 +384,8 @@ fn best_of(
 fn summary(configs: &[Config]) -> String {
     let mut keys: Vec<(Kernel, Class, usize)> = Vec::new();
     for c in configs {
-        if !keys.contains(&(c.kernel, c.class, c.nprocs)) {
-            keys.push((c.kernel, c.class, c.nprocs));
+        if !keys.contains(&(c.point.kernel, c.point.class, c.point.nprocs)) {
+            keys.push((c.point.kernel, c.point.class, c.point.nprocs));
         }
     }
     let cell = |t: Option<f64>| t.map_or("-".to_owned(), |t| format!("{t:.3}"));
@@ -432,15 +420,7 @@ fn summary(configs: &[Config]) -> String {
     let busy: Vec<String> = configs
         .iter()
         .filter(|c| c.foreign_cpus >= BUSY_WARNING)
-        .map(|c| {
-            format!(
-                "{} {} -n {} {}",
-                c.kernel.name(),
-                c.class,
-                c.nprocs,
-                c.label()
-            )
-        })
+        .map(|c| c.point.name())
         .collect();
     if !busy.is_empty() {
         let _ = writeln!(
@@ -468,10 +448,10 @@ fn breakdown_summary(configs: &[Config]) -> String {
         breakdown::table_header(&mut out);
         for c in configs
             .iter()
-            .filter(|c| (c.kernel, c.class) == (kernel, class))
+            .filter(|c| (c.point.kernel, c.point.class) == (kernel, class))
         {
             if let Some(Ok(ranks)) = &c.stats {
-                breakdown::table_rows(&mut out, c.nprocs, &c.label(), ranks);
+                breakdown::table_rows(&mut out, c.point.nprocs, &c.label(), ranks);
             }
         }
     }
@@ -479,13 +459,7 @@ fn breakdown_summary(configs: &[Config]) -> String {
         .iter()
         .filter_map(|c| {
             let why = c.stats.as_ref()?.as_ref().err()?;
-            Some(format!(
-                "  {} {} -n {} {}: {why}",
-                c.kernel.name(),
-                c.class,
-                c.nprocs,
-                c.label()
-            ))
+            Some(format!("  {}: {why}", c.point.name()))
         })
         .collect();
     if !missing.is_empty() {
@@ -498,8 +472,8 @@ fn breakdown_summary(configs: &[Config]) -> String {
 fn groups(configs: &[Config]) -> Vec<(Kernel, Class)> {
     let mut groups: Vec<(Kernel, Class)> = Vec::new();
     for c in configs {
-        if !groups.contains(&(c.kernel, c.class)) {
-            groups.push((c.kernel, c.class));
+        if !groups.contains(&(c.point.kernel, c.point.class)) {
+            groups.push((c.point.kernel, c.point.class));
         }
     }
     groups
@@ -511,7 +485,7 @@ fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     for (kernel, class) in groups(configs) {
         let group: Vec<&Config> = configs
             .iter()
-            .filter(|c| c.kernel == kernel && c.class == class)
+            .filter(|c| c.point.kernel == kernel && c.point.class == class)
             .collect();
         let stem = format!("{}-{class}", kernel.name().to_lowercase());
         let time = figures::time(kernel, class, &group);
