@@ -11,10 +11,10 @@
 //! | `raw-vs-raw`  | `raw-mpi` against itself, the same way      | `mpirun`, Open MPI's default transport       |
 //!
 //! `mpi-vs-raw` compares the first two in the same processes, on the same
-//! cores, minutes apart at most: separate jobs on this VM run in fast or
-//! slow modes that last a whole job (measured: mttl's 1 MiB stream
-//! 8040-12500 MiB/s job to job, raw MPI's 9320-12690), which a comparison
-//! of two jobs cannot tell from a difference between the stacks.
+//! cores, minutes apart at most: separate jobs on a shared VM can run in
+//! fast or slow modes that last a whole job, which a comparison of two jobs
+//! cannot tell from a difference between the stacks; `raw-vs-raw` is its
+//! control.
 //!
 //! [`AnyComm`]: mttl_comm::AnyComm
 //! [`launch::run`]: mttl_comm::launch::run
@@ -23,51 +23,38 @@
 //!
 //! # One invocation, step by step
 //!
-//! 1. The process the user started (the *orchestrator*, `orchestrate.rs`)
-//!    reads the sizes and configurations and makes a private temporary
-//!    directory.
-//! 2. For each of the K sweeps (`--reps`), and in each sweep for every
-//!    configuration, in an order rotated by one per sweep (so no
-//!    configuration always runs first on this shared, noisy machine), it
-//!    waits up to `--settle` seconds for other processes to leave the CPUs
-//!    idle, then starts its own executable as a two-rank job:
-//!    `mttl-bench comm --worker CONFIG --out FILE --sizes ...`. MPI
-//!    configurations go through the launcher's MPI hand-over
-//!    (`mpirun --oversubscribe -np 2`, plus `--allow-run-as-root` as root);
-//!    `raw-mpi-tcp` also passes `OMPI_MCA_pml=ob1` and
-//!    `OMPI_MCA_btl=tcp,self` to its ranks.
-//! 3. Both worker ranks (`worker.rs`) join the job, refusing one of the
+//! 1. The orchestrator runs the sweeps of the [engine](crate::bench::sweep):
+//!    each run is a two-rank job of this program,
+//!    `mttl-bench comm --worker CONFIG --out FILE --sizes ...`
+//!    (`raw-mpi-tcp` also passes `OMPI_MCA_pml=ob1` and
+//!    `OMPI_MCA_btl=tcp,self` to its ranks; `mpi-vs-raw` and `raw-vs-raw`
+//!    let the second stack go first every other sweep, `--second-first`).
+//! 2. Both worker ranks (`worker.rs`) join the job, refusing one of the
 //!    wrong kind or size, run the loops of `measure.rs` for every size, and
-//!    rank 0 writes its samples to FILE (`results.rs`) before both leave.
-//! 4. The orchestrator reads FILE. A job that fails stops the benchmark
-//!    with the job's exit status. A job during which other processes kept
-//!    more than 0.25 CPU busy (`common::cpu_load`) is *disturbed*: it is repeated, up
-//!    to twice, and its figures count only if no undisturbed run of that
-//!    configuration exists.
-//! 5. After the last sweep it keeps, per configuration and size, the best
-//!    undisturbed run (`report.rs`), and for mttl's backends against their
-//!    references the median of the sweeps' own ratios (`paired`), prints
-//!    the tables, how it measured and the targets check (with `--json`: one JSON document on stdout, the
-//!    tables on stderr), and removes the temporary directory.
+//!    rank 0 writes its samples to FILE.
+//! 3. After the last sweep `report.rs` keeps, per configuration and size,
+//!    the best undisturbed run, and for mttl's backends against their
+//!    references the paired figures and the one-job ratios, prints the
+//!    tables, how it measured and the targets check (with `--json`: one
+//!    JSON document on stdout, the tables on stderr).
 
-mod endpoint;
+pub(super) mod endpoint;
 mod measure;
-mod orchestrate;
 mod report;
-mod results;
 mod worker;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::ValueEnum;
-use mttl_comm::launch::{BackendKind, JobSpec};
 
-use self::report::size_label;
-use crate::bench::common::jobs::{self, BenchConfig};
+use self::report::Summary;
 pub use crate::bench::error::BenchError;
+use crate::bench::sweep::jobs::{self, BenchConfig, Workers};
+use crate::bench::sweep::report::{self as rep, emit, push_how_measured};
+use crate::bench::sweep::Sweeps;
 
 /// The default sizes: 8 B to 16 MiB.
-const DEFAULT_SIZES: &[usize] = &[
+const DEFAULT_SIZES: &[u64] = &[
     8,
     64,
     512,
@@ -84,11 +71,7 @@ const DEFAULT_SIZES: &[usize] = &[
 const RETRIES: usize = 2;
 
 /// The largest size accepted (bandwidth windows hold several in memory).
-const MAX_SIZE: usize = 256 << 20;
-
-/// The command that rebuilds this benchmark with the MPI configurations.
-const MPI_BUILD_HINT: &str =
-    "cargo run --release -p benches-npb --features mpi --bin mttl-bench -- comm";
+const MAX_SIZE: u64 = 256 << 20;
 
 /// A communication stack to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
@@ -119,24 +102,7 @@ impl BenchConfig for Config {
         }
     }
 
-    fn needs_mpi(self) -> bool {
-        self != Config::Tcp
-    }
-}
-
-impl Config {
-    /// Every configuration, in table order.
-    pub(super) const ALL: [Config; 6] = [
-        Config::Tcp,
-        Config::RawMpiTcp,
-        Config::Mpi,
-        Config::RawMpi,
-        Config::MpiVsRaw,
-        Config::RawVsRaw,
-    ];
-
-    /// The column header in the tables.
-    pub(super) fn column(self) -> &'static str {
+    fn column(self) -> &'static str {
         match self {
             Config::Tcp => "mttl-tcp",
             Config::Mpi => "mttl-mpi",
@@ -147,7 +113,6 @@ impl Config {
         }
     }
 
-    /// One line saying what runs.
     fn description(self) -> &'static str {
         match self {
             Config::Tcp => "mttl TCP backend (AnyComm), launched by mttl_comm::launch::run",
@@ -171,20 +136,31 @@ impl Config {
         }
     }
 
-    /// The two-rank job that runs this configuration's workers.
-    pub(super) fn job(self, program: &Path, args: Vec<String>) -> JobSpec {
-        let mut spec = JobSpec::new(2, program).args(args);
-        if self.needs_mpi() {
-            spec.backend = BackendKind::Mpi;
-        }
-        if self == Config::RawMpiTcp {
-            spec.extra_env = vec![
-                ("OMPI_MCA_pml".into(), "ob1".into()),
-                ("OMPI_MCA_btl".into(), "tcp,self".into()),
-            ];
-        }
-        spec
+    fn needs_mpi(self) -> bool {
+        self != Config::Tcp
     }
+
+    fn job_env(self) -> Vec<(String, String)> {
+        if self != Config::RawMpiTcp {
+            return Vec::new();
+        }
+        vec![
+            ("OMPI_MCA_pml".into(), "ob1".into()),
+            ("OMPI_MCA_btl".into(), "tcp,self".into()),
+        ]
+    }
+}
+
+impl Config {
+    /// Every configuration, in table order.
+    pub(super) const ALL: [Config; 6] = [
+        Config::Tcp,
+        Config::RawMpiTcp,
+        Config::Mpi,
+        Config::RawMpi,
+        Config::MpiVsRaw,
+        Config::RawVsRaw,
+    ];
 }
 
 /// Arguments of `mttl-bench comm`.
@@ -197,7 +173,7 @@ pub struct CommArgs {
     /// GiB) multiply by 1024, 1024² and 1024³. Default: 8,64,512,4K,16K,64K,
     /// 256K,1M,4M,16M.
     #[arg(long, value_delimiter = ',', value_parser = parse_size)]
-    sizes: Option<Vec<usize>>,
+    sizes: Option<Vec<u64>>,
     /// Sweeps per configuration; the best is kept.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     reps: u32,
@@ -226,50 +202,110 @@ pub(super) fn parse_settle(text: &str) -> Result<f64, String> {
     jobs::parse_seconds(text, 3600)
 }
 
-/// Parses a size such as `8`, `64K`, `1MiB`.
-pub(super) fn parse_size(text: &str) -> Result<usize, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let multiplier: usize = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        _ => {
-            return Err(format!(
-                "{text:?} is not a size: use bytes, optionally followed by K, M or G"
-            ))
-        }
-    };
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size: it does not start with a number"))?;
-    let size = n
-        .checked_mul(multiplier)
-        .ok_or_else(|| format!("{text:?} is too large"))?;
-    if size == 0 || size > MAX_SIZE {
-        return Err(format!(
-            "{text:?} is outside the sizes measured, 1 byte to {}",
-            size_label(MAX_SIZE)
-        ));
-    }
-    Ok(size)
+fn parse_size(text: &str) -> Result<u64, String> {
+    jobs::parse_size(text, MAX_SIZE)
 }
 
 /// Runs `mttl-bench comm`: the orchestrator, or a worker rank when started
 /// with `--worker`.
 pub fn run(args: CommArgs) -> Result<(), BenchError> {
     let sizes = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.to_vec());
-    match (args.worker, &args.out) {
-        (Some(config), Some(out)) => worker::worker(config, &sizes, out, args.second_first),
-        _ => orchestrate::orchestrate(&args, &sizes),
+    if let (Some(config), Some(out)) = (args.worker, &args.out) {
+        return worker::worker(config, &sizes, out, args.second_first);
     }
+    let configs = jobs::chosen_configs("comm", args.backends.as_deref(), &Config::ALL)?;
+    let workers = Workers::new("comm")?;
+    let size_list: Vec<String> = sizes.iter().map(u64::to_string).collect();
+    let sweeps = Sweeps {
+        bench: "mttl-bench comm",
+        configs: &configs,
+        reps: args.reps,
+        settle: args.settle,
+        retries: RETRIES,
+        keep_going: false,
+    };
+    let swept = sweeps.run(
+        |c| c.name().to_owned(),
+        |&config, rep, attempt| {
+            let mut extra = vec!["--sizes".to_owned(), size_list.join(",")];
+            if rep % 2 == 1 && matches!(config, Config::MpiVsRaw | Config::RawVsRaw) {
+                extra.push("--second-first".to_owned());
+            }
+            workers.run(
+                config,
+                &format!("{}-{rep}-{attempt}", config.name()),
+                &extra,
+            )
+        },
+    )?;
+    let summary = Summary::new(&sizes, &swept.runs);
+    let method = method_lines(args.reps, args.settle, &configs);
+    let notes = rep::notes("comm", &Config::ALL, &configs, &swept.log, RETRIES);
+    let mut text = summary.tables();
+    push_how_measured(&mut text, &method, &notes);
+    text.push_str(&rep::targets_text(&summary.targets()));
+    let mut doc = summary.to_json(args.reps, &method, &notes);
+    doc["configs"] = rep::configs_json(&swept.runs, |r| r.backend.as_str());
+    doc["jobs"] = swept.log.iter().map(|j| j.to_json()).collect();
+    emit(args.json, &doc, &text, true)
 }
 
-/// The configurations asked for, checked against this build.
-fn chosen_configs(args: &CommArgs) -> Result<Vec<Config>, BenchError> {
-    jobs::chosen_configs(args.backends.as_deref(), &Config::ALL, MPI_BUILD_HINT)
+/// How the figures were measured, one sentence per line.
+fn method_lines(reps: u32, settle: f64, configs: &[Config]) -> Vec<String> {
+    let (ms, samples) = (measure::SAMPLE_TIME.as_millis(), measure::SAMPLES);
+    let mut lines = vec![
+        rep::sweeps_line(reps, settle),
+        format!(
+            "Round trip: ping-pong of blocking send and receive, the echo sent back as received; \
+             a sample times N round trips together, N calibrated in the warm-up so that a sample \
+             takes about {ms} ms; figure = the lowest over the sweeps of the median of {samples} \
+             samples."
+        ),
+        format!(
+            "Bandwidth: rank 0 starts a window of W non-blocking sends (mttl nsend / MPI_Isend; \
+             W = 64 up to 64K, then 4 MiB / size, at least 2) and waits for them, rank 1 \
+             receives all W and acknowledges with one 8-byte message; timed from first send to \
+             acknowledgement; a sample is as many windows as take about {ms} ms; figure = the \
+             highest over the sweeps of the median of {samples} samples. Every configuration \
+             streams freshly written data: one buffer per message (mttl's nsend consumes owned \
+             buffers; raw MPI rewrites reused ones), filled between windows, outside the timer."
+        ),
+    ];
+    let has = |c: Config| configs.contains(&c);
+    if (has(Config::Tcp) && has(Config::RawMpiTcp)) || (has(Config::Mpi) && has(Config::RawMpi)) {
+        lines.insert(
+            1,
+            "Ratios (tcp/ompi, mpi/raw) divide the two best figures; paired is the median over \
+             the sweeps of each sweep's ratio (the two jobs of a sweep ran one after the other), \
+             which one lucky job of either side moves less."
+                .to_owned(),
+        );
+    }
+    if has(Config::MpiVsRaw) || has(Config::RawVsRaw) {
+        let turns: Vec<&str> = measure::TURNS
+            .iter()
+            .map(|&second| if second { "second" } else { "first" })
+            .collect();
+        lines.push(format!(
+            "1 job (mpi-vs-raw): mttl's MPI backend (first) and raw rsmpi (second) in the same \
+             two processes, taking turns at each size ({}; the other way round every other \
+             sweep, as the side that goes first touches its memory first), each turn a full \
+             round-trip and bandwidth measurement as above; the job's ratio divides the median \
+             of the first's samples by that of the second's, and the column is the median of \
+             the sweeps' ratios. Separate jobs on a shared VM can run in faster or slower modes \
+             for their whole life; in one job both stacks meet the same one.",
+            turns.join(", ")
+        ));
+        lines.push(
+            "control (raw-vs-raw): the same with raw rsmpi on both sides, two endpoints with \
+             buffers of their own; how far it strays from 1.00 shows how far the 1 job column \
+             can be trusted at that size (which memory a large message's buffers get decides \
+             much of its speed)."
+                .to_owned(),
+        );
+    }
+    lines.extend(rep::config_lines(configs, true));
+    lines
 }
 
 #[cfg(test)]
@@ -277,22 +313,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_with_binary_units() {
-        assert_eq!(parse_size("8"), Ok(8));
-        assert_eq!(parse_size("64K"), Ok(64 << 10));
-        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
-        assert_eq!(parse_size("16m"), Ok(16 << 20));
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("1G").is_err());
-        assert!(parse_size("K").is_err());
-        assert!(parse_size("8 bytes").is_err());
-    }
-
-    #[test]
     fn configs_name_themselves_as_clap_does() {
         for c in Config::ALL {
-            let parsed = Config::from_str(c.name(), false);
-            assert_eq!(parsed, Ok(c));
+            assert_eq!(Config::from_str(c.name(), false), Ok(c));
         }
+        assert!(parse_size("1G").is_err() && parse_size("16M").is_ok());
     }
 }

@@ -66,7 +66,7 @@ pub enum BenchError {
     },
     /// A figure could not be drawn or written.
     #[error(transparent)]
-    Plot(#[from] crate::bench::common::plot::PlotError),
+    Plot(#[from] crate::bench::sweep::plot::PlotError),
     /// A worker's results file could not be understood.
     #[error("the {config} results in {} are not valid: {detail}", path.display())]
     BadResults {

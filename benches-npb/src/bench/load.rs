@@ -23,8 +23,9 @@
 //!    (`Plan`) and makes a private temporary directory.
 //! 2. For each scenario it starts its own executable as a job of `--np`
 //!    ranks on `--backend`: `mttl-bench load --worker SCENARIO --out FILE`
-//!    and the sizes, and meters how busy other processes kept the machine
-//!    meanwhile (`common::cpu_load::Meter`).
+//!    and the sizes, as a one-run sweep of the
+//!    [engine](crate::bench::sweep), which meters how busy other processes
+//!    kept the machine meanwhile.
 //! 3. In the job, rank 0 drives the scenario (`worker`), gathers every
 //!    rank's memory and writes FILE; a rank that is not done within
 //!    `--timeout` stops the job, naming how far it got.
@@ -38,18 +39,16 @@ mod pattern;
 mod report;
 mod worker;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use clap::ValueEnum;
-use mttl_comm::launch::{self, BackendKind, JobSpec};
+use mttl_comm::launch::{BackendKind, JobSpec};
 
 use self::report::ScenarioReport;
-use crate::bench::common::cpu_load as load;
-use crate::bench::common::jobs::{self, TempDir};
 pub use crate::bench::error::BenchError;
-use crate::bench::results_file;
+use crate::bench::sweep::jobs::{self, Workers};
+use crate::bench::sweep::report::print;
+use crate::bench::sweep::Sweeps;
 
 /// The seed of every scenario's data unless `--seed` says otherwise.
 const DEFAULT_SEED: u64 = 0x6d74_746c_6c6f_6164;
@@ -179,27 +178,10 @@ fn parse_secs(text: &str) -> Result<f64, String> {
 /// Parses a byte count such as `4096`, `64M`, `1GiB`: a positive multiple
 /// of 8 (the transfer moves 64-bit words), at most 64 GiB.
 fn parse_bytes(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let shift = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" => 10,
-        "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        _ => return Err(format!("{text:?} is not a size: use bytes or K, M, G")),
-    };
-    let bytes = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
-        .ok_or_else(|| format!("{text:?} is not a size: it does not start with a number"))?;
-    if bytes == 0 || bytes % 8 != 0 || bytes > 64 << 30 {
-        return Err(format!(
-            "{text:?} is not a positive multiple of 8 bytes up to 64G"
-        ));
+    match jobs::parse_size(text, 64 << 30)? {
+        bytes if bytes % 8 == 0 => Ok(bytes),
+        _ => Err(format!("{text:?} is not a multiple of 8 bytes")),
     }
-    Ok(bytes)
 }
 
 /// The sizes one scenario runs with, every default resolved.
@@ -294,55 +276,57 @@ fn orchestrate(args: &LoadArgs) -> Result<(), BenchError> {
             scenarios.push(s);
         }
     }
-    let program = jobs::this_program()?;
-    let dir = TempDir::new("load")?;
+    let workers = Workers::new("load")?;
     let mut reports = Vec::new();
     let mut failed_job = None;
     for scenario in scenarios {
         let plan = Plan::new(args, scenario);
-        eprint!("mttl-bench load: {:<8}", scenario.name());
-        let _ = std::io::stderr().flush();
-        let out = dir.path().join(format!("{}.json", scenario.name()));
-        let meter = load::Meter::start();
-        let started = Instant::now();
-        let spec = JobSpec {
-            backend: args.backend,
-            ..JobSpec::new(args.np as usize, &program).args(plan.worker_args(scenario, &out))
+        let sweeps = Sweeps {
+            bench: "mttl-bench load",
+            configs: &[scenario],
+            reps: 1,
+            settle: 0.0,
+            retries: 0,
+            keep_going: false,
         };
-        let outcome = launch::run(&spec).map_err(|source| {
-            eprintln!();
-            BenchError::Launch {
-                config: scenario.name(),
-                source,
+        let swept = sweeps.run(
+            |s| s.name().to_owned(),
+            |&scenario, _, _| {
+                let out = workers.out(scenario.name());
+                let spec = JobSpec {
+                    backend: args.backend,
+                    ..JobSpec::new(args.np as usize, workers.program())
+                        .args(plan.worker_args(scenario, &out))
+                };
+                let failed = match workers.launch(scenario.name(), false, &spec) {
+                    Ok(()) => None,
+                    Err(e @ BenchError::WorkerFailed { .. }) => Some(e),
+                    Err(e) => return Err(e),
+                };
+                // A failed job may still have written what it saw.
+                let results = match out.exists() {
+                    true => Some(jobs::read_json(scenario.name(), &out)?),
+                    false => None,
+                };
+                Ok((results, failed))
+            },
+        )?;
+        for run in swept.runs.into_iter().flat_map(|(_, runs)| runs) {
+            let (results, failed) = run.result;
+            if let Some(results) = results {
+                reports.push(ScenarioReport::new(scenario, &plan, results, run.busy));
             }
-        })?;
-        let busy = meter.and_then(|m| m.foreign_cpus());
-        eprintln!(" {:.1} s", started.elapsed().as_secs_f64());
-        // A failed job may still have written what it saw.
-        if out.exists() {
-            let results = results_file::read(scenario.name(), &out, |v| Ok(v.clone()))?;
-            reports.push(ScenarioReport::new(scenario, &plan, results, busy));
+            failed_job = failed_job.or(failed);
         }
-        if !outcome.success() {
-            failed_job = Some(BenchError::WorkerFailed {
-                config: scenario.name(),
-                code: outcome.exit_code,
-                hint: "",
-            });
+        if failed_job.is_some() {
             break;
         }
     }
-    let mut stdout = std::io::stdout().lock();
-    let printed = if args.json {
-        writeln!(stdout, "{:#}", report::to_json(args, &reports))
+    if args.json {
+        print(&format!("{:#}\n", report::to_json(args, &reports)))?;
     } else {
-        write!(stdout, "{}", report::text(args, &reports))
-    };
-    printed.map_err(|source| BenchError::Io {
-        what: "write the results to",
-        path: PathBuf::from("standard output"),
-        source,
-    })?;
+        print(&report::text(args, &reports))?;
+    }
     if let Some(e) = failed_job {
         return Err(e);
     }

@@ -1,16 +1,20 @@
 //! mttl's micro-benchmarks: the logic behind the `mttl-bench` binary's
-//! subcommands, one module per subcommand.
+//! subcommands, one module per subcommand, all on one sweep engine
+//! ([`sweep`]).
 //!
 //! A benchmark is a program that prints figures, not a timed test: each
 //! module here measures, prints a table (or JSON with `--json`), and states
 //! how it measured. Each subcommand owns its arguments (a `clap::Args`
-//! struct) and an entry point, so the binary only dispatches.
+//! struct), its configurations, what its workers measure and its tables;
+//! the sweeps, the best-of and paired figures, the notes, the targets'
+//! verdicts, the results files and the plots are the engine's.
 
 pub mod comm;
-mod common;
-pub use common::{cpu_load, plot};
 mod error;
 pub mod load;
-mod results_file;
 pub mod runtime;
 pub mod rwrite;
+pub mod sweep;
+
+pub use error::BenchError;
+pub use sweep::{cpu_load, plot};

@@ -120,8 +120,8 @@ fn main() -> ExitCode {
 ///
 /// mttl receives every message into a fresh buffer; IS's key exchange is tens
 /// of MiB per iteration, and faulting those pages in again on every
-/// iteration costs about a third of the exchange (IS B, 2 ranks: 35 ms
-/// instead of 26 ms per exchange here). The setting is process-wide, so both
+/// iteration would cost a large part of the exchange. The setting is
+/// process-wide, so both
 /// variants run with it; the MPI variant, which allocates nothing per
 /// iteration, is unaffected.
 fn keep_large_allocations_mapped() {

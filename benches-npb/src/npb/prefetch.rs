@@ -1,10 +1,9 @@
 //! Software prefetch hints for the streaming loops of CG and IS.
 //!
-//! On the 2-vCPU VMs these benchmarks are measured on, the hardware
-//! prefetcher runs too little ahead of a sequential stream (the IS key
-//! arrays, the CG matrix) and cannot follow the ~1000 write streams of the
-//! IS bucket scatter; asking for the lines explicitly made those loops 1.2
-//! to 2 times faster there. A hint never faults, never reads memory
+//! On small VMs the hardware prefetcher can run too little ahead of a
+//! sequential stream (the IS key arrays, the CG matrix) and cannot follow
+//! the ~1000 write streams of the IS bucket scatter; asking for the lines
+//! explicitly keeps those loops fed. A hint never faults, never reads memory
 //! architecturally and never changes a result; off x86-64 it is a no-op.
 
 /// Hints that element `index` of `data` (which may lie past its end) will be

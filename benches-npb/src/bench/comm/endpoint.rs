@@ -8,28 +8,22 @@
 //! [`PLACE_MAX`] bytes into one reused buffer too (`recv_from_into`), and
 //! a larger one, which does not fit there, as the `Vec` the backend hands
 //! over, which both backends fill straight from the transport.
-//! Receiving small messages into fresh `Vec`s instead costs an allocation
-//! and a free per message that rsmpi does not pay (measured here, MPI
-//! backend, 4 KiB: 0.93 of rsmpi's bandwidth that way, 0.96 into the
-//! buffer); copying large ones out of the `Vec` costs a copy (16 KiB:
-//! 0.96 handed over, 0.92 copied).
+//! Receiving small messages into fresh `Vec`s instead would cost an
+//! allocation and a free per message that rsmpi does not pay; copying large
+//! ones out of the `Vec` would cost a copy.
 //!
 //! The mttl side drops each handed-over message before receiving the next,
 //! as a program handling one message at a time does, so `malloc` hands the
-//! same memory back for the next one. Keeping the last message until the next
-//! has arrived would make two buffers alternate where rsmpi reuses one:
-//! with 16 MiB messages that doubled the receiving side's working set and
-//! made every copy slower (measured here: round trip 7.1 ms against rsmpi's
-//! 4.5 ms; dropping first, 4.6 ms).
+//! same memory back for the next one. Keeping the last message until the
+//! next has arrived would make two buffers alternate where rsmpi reuses
+//! one, doubling the receiving side's working set for large messages.
 //!
 //! Both stream freshly written data: before each bandwidth window (outside
 //! the timer) mttl fills a new buffer per message and rsmpi rewrites one
 //! reused buffer per message. Resending one unchanged buffer instead would
 //! let the receiving core keep the payload in its cache from one message to
 //! the next (Open MPI's shared-memory transport copies straight out of the
-//! sender's buffer): measured here, that made raw MPI 1.3× (4 KiB) to 2.8×
-//! (64 KiB) faster than the same program sending freshly written data, a
-//! gain no API that hands over owned buffers can have.
+//! sender's buffer), a gain no API that hands over owned buffers can have.
 
 use mttl_comm::{AnyComm, Comm, CommTuning, Rank, Received, SendHandle, Tag};
 
@@ -45,7 +39,7 @@ const TAG: Tag = 7;
 pub(super) const PLACE_MAX: usize = 4 << 10;
 
 /// One of the two ranks of a benchmark job.
-pub(super) trait Endpoint {
+pub(in crate::bench) trait Endpoint {
     /// This process's rank, 0 or 1.
     fn rank(&self) -> usize;
 
@@ -77,7 +71,7 @@ pub(super) trait Endpoint {
 
 /// An endpoint on mttl's communication layer.
 #[derive(Debug)]
-pub(super) struct MttlEndpoint {
+pub(in crate::bench) struct MttlEndpoint {
     comm: AnyComm,
     /// The last message: in `buffer`, or handed over.
     last: Last,
@@ -98,7 +92,7 @@ enum Last {
 
 impl MttlEndpoint {
     /// Wraps a joined communicator of a two-rank job.
-    pub(super) fn new(comm: AnyComm) -> MttlEndpoint {
+    pub(in crate::bench) fn new(comm: AnyComm) -> MttlEndpoint {
         MttlEndpoint {
             comm,
             last: Last::Placed(0),
@@ -109,7 +103,7 @@ impl MttlEndpoint {
     }
 
     /// The communicator back, to `finish` it.
-    pub(super) fn into_comm(self) -> AnyComm {
+    pub(in crate::bench) fn into_comm(self) -> AnyComm {
         self.comm
     }
 }
@@ -194,7 +188,7 @@ impl Endpoint for MttlEndpoint {
 }
 
 #[cfg(feature = "mpi")]
-pub(super) use raw::RawMpiEndpoint;
+pub(in crate::bench) use raw::RawMpiEndpoint;
 
 #[cfg(feature = "mpi")]
 mod raw {
@@ -207,7 +201,7 @@ mod raw {
     use super::{BenchError, Endpoint};
 
     /// An endpoint on raw rsmpi `Send` / `Recv` / `Isend`.
-    pub(in crate::bench::comm) struct RawMpiEndpoint {
+    pub(in crate::bench) struct RawMpiEndpoint {
         world: SimpleCommunicator,
         buffer: Vec<u8>,
         len: usize,
@@ -229,10 +223,7 @@ mod raw {
 
     impl RawMpiEndpoint {
         /// An endpoint on `world` able to receive messages of `max_len` bytes.
-        pub(in crate::bench::comm) fn new(
-            world: SimpleCommunicator,
-            max_len: usize,
-        ) -> RawMpiEndpoint {
+        pub(in crate::bench) fn new(world: SimpleCommunicator, max_len: usize) -> RawMpiEndpoint {
             RawMpiEndpoint {
                 world,
                 buffer: vec![0; max_len],

@@ -66,7 +66,8 @@ const WINDOWS: (usize, usize) = (1, 100_000);
 pub(super) const TURNS: [bool; 4] = [false, true, true, false];
 
 /// How many operations of each kind a size gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, mttl::Encode, mttl::Decode)]
+#[bincode(crate = "mttl::bincode")]
 pub(super) struct Plan {
     /// The message size in bytes.
     pub(super) size: usize,
@@ -96,15 +97,13 @@ impl Plan {
 }
 
 /// How many repetitions of something that took `each` fill [`SAMPLE_TIME`].
-fn calibrate(each: Duration, (least, most): (usize, usize)) -> usize {
-    let each = each.as_secs_f64().max(1e-9);
-    let n = (SAMPLE_TIME.as_secs_f64() / each).round();
-    // Saturating float-to-int conversion, then clamped.
-    (n as usize).clamp(least, most)
+fn calibrate(each: Duration, bounds: (usize, usize)) -> usize {
+    crate::bench::sweep::calibrate(each, SAMPLE_TIME, bounds)
 }
 
 /// What rank 0 measured for one size in one run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, mttl::Encode, mttl::Decode)]
+#[bincode(crate = "mttl::bincode")]
 pub(super) struct SizeSamples {
     /// The plan that was run, with its calibrated counts.
     pub(super) plan: Plan,
@@ -112,6 +111,15 @@ pub(super) struct SizeSamples {
     pub(super) rtt_us: Vec<f64>,
     /// Bandwidth samples, payload bytes per second.
     pub(super) bw_bytes_per_s: Vec<f64>,
+}
+
+/// What rank 0 measured in one run: a single stack's samples, or in a job
+/// where two took turns, the first's and the second's (`reference`).
+#[derive(Debug, Clone, PartialEq, mttl::Encode, mttl::Decode)]
+#[bincode(crate = "mttl::bincode")]
+pub(super) struct Samples {
+    pub(super) sizes: Vec<SizeSamples>,
+    pub(super) reference: Vec<SizeSamples>,
 }
 
 /// Runs every size's plan on `ep`. Rank 0 returns its samples; rank 1
@@ -147,10 +155,8 @@ pub(super) fn sweep(
 /// turn; rank 1 returns empty lists.
 ///
 /// The stack that takes the first turn touches its buffers first, and
-/// which memory a buffer gets decides much of a large message's speed
-/// (raw rsmpi against itself, 16 MiB round trips: the side that went first
-/// 1.04-1.09 slower in three of four runs), so the orchestrator swaps the
-/// order every other sweep.
+/// which memory a buffer gets decides much of a large message's speed, so
+/// the orchestrator swaps the order every other sweep.
 // Only `mpi-vs-raw` interleaves, and it needs the `mpi` feature.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(super) fn interleave(
@@ -394,7 +400,7 @@ mod tests {
             }
         }
         // Each stack measured only through its own endpoint.
-        let median = |v: &[f64]| crate::bench::common::report::median(v).unwrap();
+        let median = |v: &[f64]| crate::bench::sweep::report::median(v).unwrap();
         for (fast, slow) in a.iter().zip(&b) {
             assert!(median(&fast.rtt_us) < median(&slow.rtt_us));
             assert!(median(&fast.bw_bytes_per_s) > median(&slow.bw_bytes_per_s));
@@ -416,12 +422,5 @@ mod tests {
             TURNS.iter().filter(|&&t| t).count(),
             TURNS.iter().filter(|&&t| !t).count()
         );
-    }
-
-    #[test]
-    fn calibration_fills_a_sample_within_bounds() {
-        assert_eq!(calibrate(SAMPLE_TIME / 10, (1, 100)), 10);
-        assert_eq!(calibrate(Duration::ZERO, (1, 100)), 100);
-        assert_eq!(calibrate(SAMPLE_TIME * 10, (2, 100)), 2);
     }
 }

@@ -19,6 +19,8 @@ use serde_json::{json, Value};
 
 use super::memory::mib;
 use super::{pattern, worker, LoadArgs, Plan, Scenario};
+use crate::bench::sweep::report::push_how_measured;
+use crate::bench::sweep::BUSY_WARNING;
 
 /// One check and whether it held.
 #[derive(Debug, Clone)]
@@ -442,7 +444,7 @@ pub(super) fn text(args: &LoadArgs, reports: &[ScenarioReport]) -> String {
             "          peak RSS MiB by rank: {}\n",
             peaks.join(" ")
         ));
-        if let Some(b) = rep.busy.filter(|&b| b >= 0.25) {
+        if let Some(b) = rep.busy.filter(|&b| b >= BUSY_WARNING) {
             out.push_str(&format!(
                 "          (other processes kept {b:.1} CPUs busy meanwhile)\n"
             ));
@@ -456,9 +458,6 @@ pub(super) fn text(args: &LoadArgs, reports: &[ScenarioReport]) -> String {
             ));
         }
     }
-    out.push_str("\nHow measured\n");
-    for line in method(args) {
-        out.push_str(&format!("  {line}\n"));
-    }
+    push_how_measured(&mut out, &method(args), &[]);
     out
 }

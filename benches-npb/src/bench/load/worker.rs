@@ -40,7 +40,7 @@ use serde_json::{json, Value};
 use super::memory::{mib, Memory};
 use super::{Fault, Plan, Scenario};
 use crate::bench::error::BenchError;
-use crate::bench::results_file;
+use crate::bench::sweep::jobs;
 
 /// The rank that runs the `threads` scenario and receives the transfer.
 const PEER: usize = 1;
@@ -96,7 +96,7 @@ pub(super) fn run(scenario: Scenario, plan: &Plan, out: &Path) -> Result<(), Ben
         doc["np"] = json!(mttl::size());
         doc["memory"] = memory_json(&gather_memory());
         step("writing the results");
-        results_file::write(&doc, &out).map_err(|e| e.to_string())?;
+        jobs::write_json(&doc, &out).map_err(|e| e.to_string())?;
         let failures = failures_of(&doc);
         if failures.is_empty() {
             Ok(())
@@ -183,9 +183,8 @@ fn load_reset() {
 /// One round of the soak, as rank 0 keeps it until the end.
 ///
 /// Kept as plain figures and turned into JSON only at the end: a
-/// `serde_json` object per round costs about 1 KiB, which made rank 0's
-/// resident set grow by 0.27 MiB a minute (245 rounds), a growth the soak
-/// itself would have blamed on the runtime.
+/// `serde_json` object per round costs about 1 KiB, a growth of rank 0's
+/// resident set the soak itself would blame on the runtime.
 struct SoakRound {
     seconds: f64,
     ainvoke_rate_per_s: Option<f64>,

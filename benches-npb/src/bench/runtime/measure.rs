@@ -27,10 +27,9 @@
 //! | `round_trip`    | a 16-byte ping-pong without the runtime (comm layer or raw MPI)     |
 //!
 //! `switch` and `spawn` are measured twice: by the scheduler alone (the
-//! orchestrator's process, threads run by `run_ready` on the native stack,
-//! as `mttl-core`'s `thread_bench`), and inside a running program on rank 0,
-//! where the runtime's loop also polls the network between batches of
-//! threads.
+//! orchestrator's process, threads run by `run_ready` on the native
+//! stack), and inside a running program on rank 0, where the runtime's
+//! loop also polls the network between batches of threads.
 
 use std::cell::Cell;
 use std::hint::black_box;
@@ -40,6 +39,7 @@ use std::time::{Duration, Instant};
 use mttl::SyncCell;
 use mttl_core::thread;
 
+use crate::bench::comm::endpoint::Endpoint;
 use crate::bench::error::BenchError;
 
 /// Timed samples per metric and run.
@@ -56,7 +56,8 @@ pub(super) const SPAWN_BATCH: u64 = 256;
 pub(super) const PING_LEN: usize = 16;
 
 /// What is measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, mttl::Encode, mttl::Decode)]
+#[bincode(crate = "mttl::bincode")]
 pub(super) enum Metric {
     Switch,
     Spawn,
@@ -90,11 +91,6 @@ impl Metric {
             Metric::Barrier => "barrier",
             Metric::RoundTrip => "round_trip",
         }
-    }
-
-    /// The metric named `key`.
-    pub(super) fn from_key(key: &str) -> Option<Metric> {
-        Metric::ALL.into_iter().find(|m| m.key() == key)
     }
 }
 
@@ -249,36 +245,22 @@ pub(super) fn in_program(sample_time: Duration) -> Vec<(Metric, Vec<f64>)> {
     ]
 }
 
-/// One side of a two-rank ping-pong without the runtime.
-pub(super) trait PingPong {
-    /// This process's rank, 0 or 1.
-    fn rank(&self) -> usize;
-    /// Sends `data` to the other rank.
-    fn send(&mut self, data: &[u8]) -> Result<(), BenchError>;
-    /// Receives the other rank's next message into the endpoint's buffer
-    /// and returns it.
-    fn recv(&mut self) -> Result<&[u8], BenchError>;
-}
-
-/// The `round_trip` metric: rank 0 returns its samples, rank 1 (the echo)
-/// an empty list.
+/// The `round_trip` metric on a comm-layer or raw MPI endpoint: rank 0
+/// returns its samples, rank 1 (the echo) an empty list.
 ///
 /// Before each run rank 0 sends the run's round-trip count as an 8-byte
 /// message; a count of 0 ends the loop.
 pub(super) fn ping_pong(
-    ep: &mut impl PingPong,
+    ep: &mut impl Endpoint,
     sample_time: Duration,
 ) -> Result<Vec<f64>, BenchError> {
     let ping = [0x5a_u8; PING_LEN];
     if ep.rank() == 1 {
         loop {
-            let control = ep.recv()?;
-            let n = u64::from_le_bytes(control.try_into().map_err(|_| BenchError::Protocol {
+            let len = ep.recv()?;
+            let n = u64::from_le_bytes(ep.last().try_into().map_err(|_| BenchError::Protocol {
                 rank: 1,
-                detail: format!(
-                    "expected an 8-byte round-trip count, got {} bytes",
-                    control.len()
-                ),
+                detail: format!("expected an 8-byte round-trip count, got {len} bytes"),
             })?);
             if n == 0 {
                 return Ok(Vec::new());
@@ -309,12 +291,12 @@ pub(super) fn ping_pong(
 }
 
 /// Rank 0's side of one run: announces `n`, then times `n` round trips.
-fn round_trips(ep: &mut impl PingPong, n: u64, ping: &[u8]) -> Result<Duration, BenchError> {
+fn round_trips(ep: &mut impl Endpoint, n: u64, ping: &[u8]) -> Result<Duration, BenchError> {
     ep.send(&n.to_le_bytes())?;
     let start = Instant::now();
     for _ in 0..n {
         ep.send(ping)?;
-        let back = ep.recv()?.len();
+        let back = ep.recv()?;
         if back != ping.len() {
             return Err(BenchError::Protocol {
                 rank: 0,

@@ -10,12 +10,13 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 
 use super::measure::{Metric, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
-use super::results::RunResult;
 use super::Config;
-use crate::bench::common::jobs::BenchConfig;
-use crate::bench::common::report::{
-    median, render_labelled as render, targets_text, Target, Verdict,
-};
+use crate::bench::sweep::jobs::{BenchConfig, Measured};
+use crate::bench::sweep::report::{document, median, render, targets_json, Target};
+use crate::bench::sweep::{best, counted, Run};
+
+/// One run: seconds per operation, by metric.
+type RunResult = Run<Measured<Vec<(Metric, Vec<f64>)>>>;
 
 /// The best figures of one configuration for one metric.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -143,36 +144,32 @@ fn rows() -> Vec<Row> {
 #[derive(Debug, Clone)]
 pub(super) struct Summary {
     best: HashMap<(Config, Metric), Best>,
-    configs: Vec<(Config, String, usize)>,
 }
 
 impl Summary {
-    /// Summarises the runs of each configuration.
+    /// The best of the counted runs of each configuration, per metric.
     pub(super) fn new(runs: &[(Config, Vec<RunResult>)]) -> Summary {
-        let mut best: HashMap<(Config, Metric), Best> = HashMap::new();
-        for (config, results) in runs {
-            for (metric, samples) in results.iter().flat_map(|r| &r.metrics) {
-                let (Some(med), Some(min)) =
-                    (median(samples), samples.iter().copied().reduce(f64::min))
-                else {
-                    continue;
-                };
-                let b = best.entry((*config, *metric)).or_insert(Best {
-                    median_s: med,
-                    min_s: min,
-                });
-                b.median_s = b.median_s.min(med);
-                b.min_s = b.min_s.min(min);
+        let mut best_of = HashMap::new();
+        for (config, runs) in runs {
+            let counted = counted(runs);
+            for metric in Metric::ALL {
+                let samples: Vec<&Vec<f64>> = counted
+                    .iter()
+                    .flat_map(|r| &r.result.samples)
+                    .filter(|(m, _)| *m == metric)
+                    .map(|(_, s)| s)
+                    .collect();
+                let median_s = best(samples.iter().map(|s| median(s)), false);
+                let min_s = best(
+                    samples.iter().flat_map(|s| s.iter().map(|&v| Some(v))),
+                    false,
+                );
+                if let Some((median_s, min_s)) = median_s.zip(min_s) {
+                    best_of.insert((*config, metric), Best { median_s, min_s });
+                }
             }
         }
-        let configs = runs
-            .iter()
-            .map(|(c, r)| {
-                let backend = r.first().map(|r| r.backend.clone()).unwrap_or_default();
-                (*c, backend, r.len())
-            })
-            .collect();
-        Summary { best, configs }
+        Summary { best: best_of }
     }
 
     /// The best figures of `config` for `metric`, if measured.
@@ -201,90 +198,57 @@ impl Summary {
                 cells
             })
             .collect();
-        render(&headers, &rows)
+        render(&headers, &rows, &[], true)
     }
 
     /// The project's performance targets, checked against the figures.
     pub(super) fn targets(&self) -> Vec<Target> {
-        let mut targets = Vec::new();
-        let mut at_most = |metric: Metric, config: Config, limit: f64, what: &str| {
+        let judge = |metric: Metric, config: Config, what: &str, met: fn(f64) -> bool| {
             let unit = unit_of(metric);
-            let (verdict, detail) = match self.get(config, metric) {
-                Some(b) => {
-                    let v = unit.value(b.median_s);
-                    (
-                        Verdict::of(v <= limit),
-                        format!("{} {}", unit.format(b.median_s), unit.label()),
-                    )
-                }
-                None => (Verdict::NotMeasured, format!("needs {}", config.name())),
-            };
-            targets.push(Target {
-                name: format!("{what} ({})", config.column()),
-                verdict,
-                detail,
-            });
+            Target::judge(
+                format!("{what} ({})", config.column()),
+                self.get(config, metric),
+                |b| met(unit.value(b.median_s)),
+                |b| format!("{} {}", unit.format(b.median_s), unit.label()),
+                config.name(),
+            )
         };
+        let mut targets = Vec::new();
         for config in [Config::Sched, Config::Tcp, Config::Mpi] {
-            at_most(Metric::Switch, config, 10.0, "thread switch at most 10 ns");
+            targets.push(judge(
+                Metric::Switch,
+                config,
+                "thread switch at most 10 ns",
+                |v| v <= 10.0,
+            ));
         }
         for config in [Config::Sched, Config::Tcp, Config::Mpi] {
-            at_most(Metric::Spawn, config, 100.0, "spawn at most 100 ns");
+            targets.push(judge(Metric::Spawn, config, "spawn at most 100 ns", |v| {
+                v <= 100.0
+            }));
         }
-        at_most(
-            Metric::InvokeRemote,
-            Config::Tcp,
-            10.0,
-            "invoke round trip at most 10 µs",
-        );
-        let (verdict, detail) = match (
-            self.get(Config::Mpi, Metric::InvokeRemote),
-            self.get(Config::RawMpi, Metric::RoundTrip),
-        ) {
-            (Some(m), Some(r)) => {
-                let delta = (m.median_s - r.median_s) * 1e6;
-                (
-                    Verdict::of(delta <= 1.0),
-                    format!(
-                        "{:.2} vs {:.2} µs: {delta:+.2} µs",
-                        m.median_s * 1e6,
-                        r.median_s * 1e6
-                    ),
-                )
-            }
-            _ => (
-                Verdict::NotMeasured,
-                format!("needs {} and {}", Config::Mpi.name(), Config::RawMpi.name()),
-            ),
-        };
-        targets.push(Target {
-            name: "invoke round trip at most raw MPI's round trip + 1 µs (mttl-mpi)".into(),
-            verdict,
-            detail,
-        });
+        let invoke = "invoke round trip at most 10 µs";
+        targets.push(judge(Metric::InvokeRemote, Config::Tcp, invoke, |v| {
+            v <= 10.0
+        }));
+        targets.push(Target::judge(
+            "invoke round trip at most raw MPI's round trip + 1 µs (mttl-mpi)",
+            self.get(Config::Mpi, Metric::InvokeRemote)
+                .zip(self.get(Config::RawMpi, Metric::RoundTrip))
+                .map(|(m, r)| (m.median_s * 1e6, r.median_s * 1e6)),
+            |(m, r)| m - r <= 1.0,
+            |(m, r)| format!("{m:.2} vs {r:.2} µs: {:+.2} µs", m - r),
+            "mpi and raw-mpi",
+        ));
         for config in [Config::Tcp, Config::Mpi] {
-            let (verdict, detail) = match self.get(config, Metric::Ainvoke) {
-                Some(b) => (
-                    Verdict::of(1.0 / b.median_s >= 1e6),
-                    format!("{} calls/s", Unit::CallsPerS.format(b.median_s)),
-                ),
-                None => (Verdict::NotMeasured, format!("needs {}", config.name())),
-            };
-            targets.push(Target {
-                name: format!("ainvoke at least 1 M calls/s ({})", config.column()),
-                verdict,
-                detail,
-            });
+            let what = "ainvoke at least 1 M calls/s";
+            targets.push(judge(Metric::Ainvoke, config, what, |v| v >= 1e6));
         }
         targets
     }
 
-    /// The targets as text, one per line.
-    pub(super) fn targets_text(&self) -> String {
-        targets_text(&self.targets())
-    }
-
-    /// The whole invocation as one JSON document.
+    /// The whole invocation as one JSON document (without its `configs`
+    /// and `foreign_load`, which come from the runs).
     pub(super) fn to_json(
         &self,
         reps: u32,
@@ -292,70 +256,41 @@ impl Summary {
         method: &[String],
         notes: &[String],
     ) -> Value {
-        let configs: Vec<Value> = self
-            .configs
-            .iter()
-            .map(|(c, backend, runs)| {
-                json!({
-                    "name": c.name(),
-                    "column": c.column(),
-                    "description": c.description(),
-                    "backend": backend,
-                    "runs": runs,
-                })
-            })
-            .collect();
         let mut results = Map::new();
-        for (config, _, _) in &self.configs {
-            let mut figures = Map::new();
-            for metric in Metric::ALL {
-                if let Some(b) = self.get(*config, metric) {
-                    let unit = unit_of(metric);
-                    figures.insert(
-                        metric.key().to_owned(),
-                        json!({
-                            "value": unit.value(b.median_s),
-                            "unit": unit.label(),
-                            "best_sample": unit.value(b.min_s),
-                            "seconds_per_op": b.median_s,
-                        }),
-                    );
-                }
-            }
-            results.insert(config.name().to_owned(), Value::Object(figures));
+        for (&(config, metric), b) in &self.best {
+            let unit = unit_of(metric);
+            let entry = results
+                .entry(config.name())
+                .or_insert_with(|| Value::Object(Map::new()));
+            entry[metric.key()] = json!({
+                "value": unit.value(b.median_s),
+                "unit": unit.label(),
+                "best_sample": unit.value(b.min_s),
+                "seconds_per_op": b.median_s,
+            });
         }
-        let targets: Vec<Value> = self
-            .targets()
-            .into_iter()
-            .map(|t| json!({ "target": t.name, "status": t.verdict.word(), "detail": t.detail }))
-            .collect();
-        json!({
-            "benchmark": "runtime",
-            "ranks": 2,
-            "reps": reps,
-            "samples": SAMPLES,
-            "sample_ms": sample_ms,
-            "ainvoke_window": AINVOKE_WINDOW,
-            "spawn_batch": SPAWN_BATCH,
-            "ping_bytes": PING_LEN,
-            "method": method,
-            "configs": configs,
-            "results": results,
-            "targets": targets,
-            "notes": notes,
-        })
+        let mut doc = document("runtime", reps, method, notes);
+        doc["samples"] = SAMPLES.into();
+        doc["sample_ms"] = sample_ms.into();
+        doc["ainvoke_window"] = AINVOKE_WINDOW.into();
+        doc["spawn_batch"] = SPAWN_BATCH.into();
+        doc["ping_bytes"] = PING_LEN.into();
+        doc["results"] = results.into();
+        doc["targets"] = targets_json(&self.targets());
+        doc
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::sweep::report::Verdict;
 
     fn run(metrics: Vec<(Metric, Vec<f64>)>) -> RunResult {
-        RunResult {
+        Run::new(Measured {
             backend: "tcp".into(),
-            metrics,
-        }
+            samples: metrics,
+        })
     }
 
     #[test]

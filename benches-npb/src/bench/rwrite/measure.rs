@@ -86,10 +86,7 @@ pub(super) struct SizeSamples {
 
 /// How many windows that took `each` fill `sample_time`.
 fn calibrate(each: Duration, sample_time: Duration) -> u64 {
-    let each = each.as_secs_f64().max(1e-9);
-    let n = (sample_time.as_secs_f64() / each).round();
-    // Saturating float-to-int conversion, then clamped.
-    (n as usize).clamp(WINDOWS.0, WINDOWS.1) as u64
+    crate::bench::sweep::calibrate(each, sample_time, WINDOWS) as u64
 }
 
 /// Runs every size on `t`. Rank 0 returns its samples, rank 1 an empty
@@ -178,14 +175,6 @@ mod tests {
         assert_eq!(window_for(1 << 20), 16);
         assert_eq!(window_for(16 << 20), 8);
         assert_eq!(window_for(0), 1024);
-    }
-
-    #[test]
-    fn calibration_fills_a_sample_within_bounds() {
-        let sample = Duration::from_millis(20);
-        assert_eq!(calibrate(sample / 10, sample), 10);
-        assert_eq!(calibrate(Duration::ZERO, sample), WINDOWS.1 as u64);
-        assert_eq!(calibrate(sample * 10, sample), 1);
     }
 
     /// A transfer between two halves of one process, recording calls.

@@ -12,11 +12,19 @@
 
 use std::fmt::Write as _;
 
+use plotters::prelude::SeriesLabelPosition;
+use plotters::style::full_palette::{BLUE_700, GREEN_700, ORANGE_700, PURPLE_700, RED_700};
 use serde_json::{json, Value};
 
-use super::results::RunResult;
+use super::measure::SizeSamples;
 use super::Config;
-use crate::bench::common::report::median;
+use crate::bench::sweep::jobs::{BenchConfig, Measured};
+use crate::bench::sweep::plot::{Axis, LineChart, Panel, Series};
+use crate::bench::sweep::report::{cell, median, render, Verdict};
+use crate::bench::sweep::{counted, Run};
+
+/// One run: rank 0's samples for every size.
+type RunResult = Run<Measured<Vec<SizeSamples>>>;
 
 /// The paper's comparison: remote-write throughput against raw MPI.
 pub(super) const TARGET_SMALL: (usize, f64) = (512, 0.8);
@@ -68,14 +76,13 @@ impl Best {
     }
 }
 
-/// The best of `runs` at `size`: of the undisturbed runs if there are any.
+/// The best of `runs` at `size`: the counted run with the highest median
+/// throughput, with its breakdown.
 fn best_of(size: usize, runs: &[RunResult]) -> Option<Best> {
-    let clean = runs.iter().any(|r| !r.disturbed);
     let mut best: Option<Best> = None;
-    for s in runs
-        .iter()
-        .filter(|r| !clean || !r.disturbed)
-        .flat_map(|r| &r.sizes)
+    for s in counted(runs)
+        .into_iter()
+        .flat_map(|r| &r.result.samples)
         .filter(|s| s.size == size as u64)
     {
         let (Some(bw), Some(issue), Some(sync)) = (
@@ -117,11 +124,7 @@ impl TargetCheck {
     }
 
     fn verdict(&self) -> &'static str {
-        match self.met() {
-            Some(true) => "met",
-            Some(false) => "MISSED",
-            None => "not measured",
-        }
+        self.met().map_or(Verdict::NotMeasured, Verdict::of).word()
     }
 }
 
@@ -198,62 +201,60 @@ impl Summary {
     /// The throughput table with the ratios, and the breakdown table, of
     /// `reps` sweeps.
     pub(super) fn tables(&self, reps: u32) -> String {
-        let mut t = String::new();
-        let _ = writeln!(
-            t,
-            "Remote-write throughput, 2 ranks on this machine, MB/s (10^6 bytes/s), best of \
-             {reps} sweep(s)\n"
-        );
-        let _ = write!(t, "{:>8}", "size");
-        for c in &self.configs {
-            let _ = write!(t, "  {:>9}", c.column());
-        }
         let pairs: Vec<_> = self.pairs().collect();
-        for (m, r) in &pairs {
-            let _ = write!(t, "  {:>17}", format!("{}/{}", m.column(), r.column()));
-        }
-        t.push('\n');
-        for &size in &self.sizes {
-            let _ = write!(t, "{:>8}", size_label(size));
-            for &c in &self.configs {
-                let cell = self
-                    .get(c, size)
-                    .map_or("-".to_owned(), |b| format!("{:.1}", b.mb_per_s()));
-                let _ = write!(t, "  {cell:>9}");
-            }
-            for (m, _) in &pairs {
-                let cell = self
-                    .ratio(*m, size)
-                    .map_or("-".to_owned(), |r| format!("{r:.2}x"));
-                let _ = write!(t, "  {cell:>17}");
-            }
-            t.push('\n');
-        }
-        let _ = writeln!(
+        let mut headers = vec!["size".to_owned()];
+        headers.extend(self.configs.iter().map(|c| c.column().to_owned()));
+        headers.extend(
+            pairs
+                .iter()
+                .map(|(m, r)| format!("{}/{}", m.column(), r.column())),
+        );
+        let rows: Vec<Vec<String>> = self
+            .sizes
+            .iter()
+            .map(|&size| {
+                let mut row = vec![size_label(size)];
+                for &c in &self.configs {
+                    row.push(cell(self.get(c, size).map(|b| b.mb_per_s()), |v| {
+                        format!("{v:.1}")
+                    }));
+                }
+                for (m, _) in &pairs {
+                    row.push(cell(self.ratio(*m, size), |r| format!("{r:.2}x")));
+                }
+                row
+            })
+            .collect();
+        let mut t = format!(
+            "Remote-write throughput, 2 ranks on this machine, MB/s (10^6 bytes/s), best of \
+             {reps} sweep(s)\n\n{}",
+            render(&headers, &rows, &[], false)
+        );
+        let mut headers = vec!["size".to_owned(), "window".to_owned()];
+        headers.extend(self.configs.iter().map(|c| c.column().to_owned()));
+        let rows: Vec<Vec<String>> = self
+            .sizes
+            .iter()
+            .map(|&size| {
+                let first = self.configs.iter().find_map(|&c| self.get(c, size));
+                let mut row = vec![
+                    size_label(size),
+                    first.map_or("-".into(), |b| b.window.to_string()),
+                ];
+                for &c in &self.configs {
+                    let breakdown =
+                        |b: Best| format!("{} | {}", fmt_us(b.issue_us), fmt_us(b.sync_us));
+                    row.push(self.get(c, size).map_or("-".into(), breakdown));
+                }
+                row
+            })
+            .collect();
+        let _ = write!(
             t,
             "\nBreakdown of the best run: rank 0's µs issuing one transfer (nwrite / \
-             MPI_Send) | µs per window synchronising (barrier / MPI_Barrier)\n"
+             MPI_Send) | µs per window synchronising (barrier / MPI_Barrier)\n\n{}",
+            render(&headers, &rows, &[], false)
         );
-        let _ = write!(t, "{:>8}  {:>6}", "size", "window");
-        for c in &self.configs {
-            let _ = write!(t, "  {:>17}", c.column());
-        }
-        t.push('\n');
-        for &size in &self.sizes {
-            let window = self
-                .configs
-                .iter()
-                .find_map(|&c| self.get(c, size))
-                .map_or("-".to_owned(), |b| b.window.to_string());
-            let _ = write!(t, "{:>8}  {window:>6}", size_label(size));
-            for &c in &self.configs {
-                let cell = self.get(c, size).map_or("-".to_owned(), |b| {
-                    format!("{} | {}", fmt_us(b.issue_us), fmt_us(b.sync_us))
-                });
-                let _ = write!(t, "  {cell:>17}");
-            }
-            t.push('\n');
-        }
         t
     }
 
@@ -374,6 +375,130 @@ impl Summary {
     }
 }
 
+/// The colour of a configuration: one per transport, shared by mttl and
+/// its reference.
+fn colour(config: Config) -> plotters::style::RGBColor {
+    match config {
+        Config::Mpi => RED_700,
+        Config::MpiOwned => PURPLE_700,
+        Config::RawMpi => ORANGE_700,
+        Config::Tcp => BLUE_700,
+        Config::RawMpiTcp => GREEN_700,
+    }
+}
+
+/// A size on the axis: `8`, `512`, `4K`, `1M`.
+fn axis_label(size: f64) -> String {
+    crate::bench::sweep::jobs::size_label(size.round() as u64)
+}
+
+impl Summary {
+    /// The figure, like the paper's figs. 5 and 7: throughput against
+    /// transfer size, one line per configuration (raw MPI dashed), and
+    /// below it each mttl configuration's ratio to its reference with the
+    /// targets as guides.
+    pub(super) fn figure(&self, title: String) -> LineChart {
+        let (lo, hi) = match (self.sizes.iter().min(), self.sizes.iter().max()) {
+            (Some(&lo), Some(&hi)) if hi > lo => (lo as f64, hi as f64),
+            _ => (8.0, f64::from(1 << 20)),
+        };
+        let mut ticks: Vec<f64> = (1..=10)
+            .map(|k| 8f64.powi(k))
+            .filter(|&t| t >= lo && t <= hi)
+            .collect();
+        for end in [lo, hi] {
+            if !ticks.iter().any(|t| (t / end - 1.0).abs() < 1e-9) {
+                ticks.push(end);
+            }
+        }
+        ticks.sort_by(f64::total_cmp);
+        let x = Axis {
+            desc: "transfer size (bytes)".into(),
+            range: lo..hi,
+            log: true,
+            ticks,
+            label: axis_label,
+        };
+        let series = |c: Config, y: &dyn Fn(usize) -> Option<f64>, label: String| Series {
+            label,
+            colour: colour(c),
+            dashed: matches!(c, Config::RawMpi | Config::RawMpiTcp),
+            points: self
+                .sizes
+                .iter()
+                .filter_map(|&s| Some((s as f64, y(s)?)))
+                .collect(),
+        };
+        let lines: Vec<Series> = self
+            .configs
+            .iter()
+            .map(|&c| {
+                series(
+                    c,
+                    &|s| Some(self.get(c, s)?.mb_per_s()),
+                    c.column().to_owned(),
+                )
+            })
+            .collect();
+        let ratios: Vec<Series> = self
+            .configs
+            .iter()
+            .filter_map(|&c| {
+                let label = format!("{} / {}", c.column(), reference_of(c)?.column());
+                Some(series(c, &|s| self.ratio(c, s), label)).filter(|l| !l.points.is_empty())
+            })
+            .collect();
+        let top = |lines: &[Series]| {
+            let top = lines
+                .iter()
+                .flat_map(|l| l.points.iter().map(|p| p.1))
+                .filter(|y| y.is_finite())
+                .fold(0.0, f64::max);
+            if top > 0.0 {
+                top
+            } else {
+                1.0
+            }
+        };
+        let y = |desc: &str, top: f64, label: fn(f64) -> String| Axis {
+            desc: desc.into(),
+            range: 0.0..top,
+            log: false,
+            ticks: Vec::new(),
+            label,
+        };
+        let mut panels = vec![Panel {
+            x: x.clone(),
+            y: y("throughput (MB/s)", top(&lines) * 1.08, |v| {
+                format!("{v:.0}")
+            }),
+            series: lines,
+            guides: Vec::new(),
+            unity: false,
+            legend: SeriesLabelPosition::UpperLeft,
+            height: 64,
+        }];
+        if !ratios.is_empty() {
+            // Ratios above 2 are off the chart: the targets are near 1.
+            let top = top(&ratios).clamp(1.2, 2.0) * 1.05;
+            panels.push(Panel {
+                x,
+                y: y("mttl / raw MPI", top, |v| format!("{v:.1}")),
+                series: ratios,
+                guides: vec![TARGET_SMALL.1, TARGET_LARGE.1],
+                unity: true,
+                legend: SeriesLabelPosition::UpperRight,
+                height: 36,
+            });
+        }
+        LineChart {
+            title,
+            size: (960, 800),
+            panels,
+        }
+    }
+}
+
 fn fmt_us(us: f64) -> String {
     if us < 10.0 {
         format!("{us:.3}")
@@ -387,12 +512,11 @@ fn fmt_us(us: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::rwrite::measure::SizeSamples;
 
     fn run(size: u64, bytes_per_s: &[f64]) -> RunResult {
-        RunResult {
+        Run::new(Measured {
             backend: "x".into(),
-            sizes: vec![SizeSamples {
+            samples: vec![SizeSamples {
                 size,
                 window: 8,
                 windows: 2,
@@ -400,8 +524,7 @@ mod tests {
                 issue_us: vec![1.0; bytes_per_s.len()],
                 sync_us: vec![2.0; bytes_per_s.len()],
             }],
-            disturbed: false,
-        }
+        })
     }
 
     #[test]
@@ -414,11 +537,11 @@ mod tests {
         assert!(summary.get(Config::Mpi, 8).is_none());
         // A disturbed run counts only when every run was disturbed.
         let mut runs = runs;
-        runs[1].disturbed = true;
+        runs[1].busy = Some(1.0);
         runs[0] = run(512, &[1e6]);
         let summary = Summary::new(&[512], &[(Config::Mpi, runs.clone())]);
         assert_eq!(summary.get(Config::Mpi, 512).unwrap().bytes_per_s, 1e6);
-        runs[0].disturbed = true;
+        runs[0].busy = Some(1.0);
         let summary = Summary::new(&[512], &[(Config::Mpi, runs)]);
         assert_eq!(summary.get(Config::Mpi, 512).unwrap().bytes_per_s, 2e6);
     }
@@ -427,15 +550,14 @@ mod tests {
     fn ratios_and_targets_compare_with_the_reference() {
         let sizes = [512, 64 << 10, 1 << 20];
         let runs = |bw: [f64; 3]| {
-            vec![RunResult {
+            vec![Run::new(Measured {
                 backend: "x".into(),
-                sizes: sizes
+                samples: sizes
                     .iter()
                     .zip(bw)
-                    .map(|(&s, b)| run(s as u64, &[b]).sizes.remove(0))
+                    .map(|(&s, b)| run(s as u64, &[b]).result.samples.remove(0))
                     .collect(),
-                disturbed: false,
-            }]
+            })]
         };
         let summary = Summary::new(
             &sizes,

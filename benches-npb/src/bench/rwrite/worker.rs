@@ -1,4 +1,4 @@
-//! Step 3 of the [orchestration](super): one worker rank, as an mttl
+//! Step 2 of the [orchestration](super): one worker rank, as an mttl
 //! program (`tcp`, `mpi`, `mpi-owned`) or as a plain rsmpi program (`raw-mpi`,
 //! `raw-mpi-tcp`), running [`measure::sweep`] on its [`Transfer`].
 //!
@@ -22,13 +22,9 @@ use std::time::Duration;
 use mttl::{GlobalArray, GlobalPtr};
 
 use super::measure::{self, SizeSamples, Transfer, FILL};
-use super::results::RunResult;
 use super::Config;
 use crate::bench::comm::BenchError;
-use crate::bench::common::jobs::BenchConfig;
-#[cfg(feature = "mpi")]
-use crate::bench::common::raw_mpi;
-use crate::bench::results_file::ResultsFile;
+use crate::bench::sweep::jobs::{self, BenchConfig};
 
 /// What every worker is asked to measure.
 #[derive(Debug, Clone)]
@@ -137,42 +133,19 @@ fn rwrite_sweep(
 
 /// An mttl program: rank 0's main runs the sweep on both ranks.
 fn mttl_worker(config: Config, task: &Task, out: &Path) -> Result<(), BenchError> {
-    let out = out.to_owned();
-    let name = config.name();
-    let transport = config.transport().name();
     let owned = config == Config::MpiOwned;
     let sizes: Vec<u64> = task.sizes.iter().map(|&s| s as u64).collect();
     let window = task.window.map(|w| w as u64);
     let sample_us = task.sample_time.as_micros() as u64;
-    let code = mttl::start(move || -> Result<(), String> {
-        let (backend, size) = (mttl::backend_name(), mttl::size());
-        if backend != transport || size != 2 {
-            return Err(format!(
-                "worker for {name}: the job runs {size} ranks on the {backend} backend \
-                 instead of 2 on {name}"
-            ));
-        }
+    let transport = config.transport().name();
+    jobs::mttl_program(config.name(), transport, out, move || {
         let mut per_rank = mttl::spmd(rwrite_sweep, (sizes, window, sample_us, owned));
         per_rank.truncate(2);
         let from_rank1 = per_rank.pop().unwrap_or_else(|| Ok(Vec::new()));
         let from_rank0 = per_rank.pop().unwrap_or_else(|| Ok(Vec::new()));
         from_rank1?;
-        RunResult {
-            backend: backend.to_owned(),
-            sizes: from_rank0?,
-            disturbed: false,
-        }
-        .write(name, &out)
-        .map_err(|e| e.to_string())
-    });
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(BenchError::Setup {
-            config: name,
-            detail: format!("the mttl program exited with status {code}"),
-        })
-    }
+        from_rank0
+    })
 }
 
 #[cfg(feature = "mpi")]
@@ -224,7 +197,7 @@ fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), BenchError>
         }
     }
 
-    let (universe, world) = raw_mpi::init_pair(config.name())?;
+    let (universe, world) = jobs::raw_mpi_pair(config.name())?;
     let largest = task.sizes.iter().copied().max().unwrap_or(1);
     let mut sends = RawSends {
         world,
@@ -242,12 +215,7 @@ fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), BenchError>
             detail,
         })?;
     if sends.rank() == 0 {
-        RunResult {
-            backend: "rsmpi".to_owned(),
-            sizes: samples,
-            disturbed: false,
-        }
-        .write(config.name(), out)?;
+        jobs::write_results(config.name(), "rsmpi", &samples, out)?;
     }
     drop(sends);
     drop(universe);
@@ -256,11 +224,5 @@ fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), BenchError>
 
 #[cfg(not(feature = "mpi"))]
 fn raw_worker(config: Config, _task: &Task, _out: &Path) -> Result<(), BenchError> {
-    Err(BenchError::Setup {
-        config: config.name(),
-        detail: format!(
-            "this build has no MPI; rebuild with `{}`",
-            super::MPI_BUILD_HINT
-        ),
-    })
+    Err(jobs::no_mpi(config.name(), "rwrite"))
 }

@@ -12,16 +12,13 @@
 //! 1. Build the list of configurations, leaving out those that cannot run:
 //!    the `mpi` variant on TCP, MPI in a build without the cargo feature
 //!    `mpi`, and process counts NPB does not allow for the class.
-//! 2. For each of the K sweeps, run every configuration once as
+//! 2. Run the sweeps of the engine ([`benches_npb::bench::sweep`]): for each
+//!    of the K sweeps, every configuration once as
 //!    `MTTL_STATS=1 npb KERNEL --class C -n N --variant V --backend B --json`
-//!    (the `npb` beside this program), in an order rotated by one per sweep
-//!    so that no configuration always runs first on a shared machine, each
-//!    after waiting (at most `--settle` seconds) until other processes keep
-//!    less than a quarter of a CPU busy. A run during which they kept more
-//!    busy (the machine's busy time less this program's children's CPU
-//!    time) is run again, up to `--retries` times. A progress line on
-//!    stderr names each run and its time. A run that fails or does not
-//!    verify is recorded as such and the sweep goes on. Its time and Mop/s
+//!    (the `npb` beside this program), in an order rotated by one per sweep,
+//!    each after waiting (at most `--settle` seconds) for a quiet machine;
+//!    a disturbed run is run again, up to `--retries` times. A run that
+//!    fails or does not verify is recorded as such and the sweep goes on. Its time and Mop/s
 //!    come from the JSON on stdout; its ranks' communication counts from
 //!    the `mttl stats rank R: ...` lines on stderr ([`breakdown`]). The
 //!    counters run in every run, `MTTL_STATS` only has them printed at
@@ -42,13 +39,12 @@
 //!    panel per such configuration, a group of bars per rank (figs. 12-13).
 
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::time::Duration;
 
-use benches_npb::bench::cpu_load;
 use benches_npb::bench::plot::PlotError;
+use benches_npb::bench::sweep::{per_sweep, Sweeps, BUSY_WARNING};
+use benches_npb::bench::BenchError;
 use benches_npb::npb::cg::CgGrid;
 use benches_npb::npb::drivers::{Kernel, Variant};
 use benches_npb::npb::is::check_procs;
@@ -57,13 +53,9 @@ use clap::Parser;
 use mttl::comm::launch::BackendKind;
 
 use self::breakdown::{RankStats, StatsError};
-use self::figures::{BreakdownFigure, TimeFigure};
 
 mod breakdown;
 mod figures;
-
-/// Foreign load, in CPUs, below which the machine counts as quiet.
-const QUIET_CPUS: f64 = 0.25;
 
 /// Sweep `npb` over configurations and keep the best of K runs of each.
 #[derive(Debug, Parser)]
@@ -104,17 +96,37 @@ struct Cli {
     /// Runs again, up to this many times, a run during which other
     /// processes kept a quarter of a CPU or more busy.
     #[arg(long, default_value_t = 4)]
-    retries: u32,
+    retries: usize,
 }
 
-/// One configuration and what its runs gave.
-#[derive(Debug, Clone)]
-struct Config {
+/// One configuration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Point {
     kernel: Kernel,
     class: Class,
     nprocs: usize,
     variant: Variant,
     backend: BackendKind,
+}
+
+impl Point {
+    /// `CG S -n 2 mttl on tcp`.
+    fn name(&self) -> String {
+        format!(
+            "{} {} -n {} {} on {}",
+            self.kernel.name(),
+            self.class,
+            self.nprocs,
+            self.variant,
+            self.backend
+        )
+    }
+}
+
+/// One configuration and what its runs gave.
+#[derive(Debug, Clone)]
+struct Config {
+    point: Point,
     /// Seconds of each verified run.
     times: Vec<f64>,
     /// Mop/s of the best run.
@@ -129,19 +141,9 @@ struct Config {
 }
 
 impl Config {
-    fn new(
-        kernel: Kernel,
-        class: Class,
-        nprocs: usize,
-        variant: Variant,
-        backend: BackendKind,
-    ) -> Config {
+    fn new(point: Point) -> Config {
         Config {
-            kernel,
-            class,
-            nprocs,
-            variant,
-            backend,
+            point,
             times: Vec::new(),
             mops: 0.0,
             failures: 0,
@@ -151,7 +153,7 @@ impl Config {
     }
 
     fn label(&self) -> String {
-        format!("{} on {}", self.variant, self.backend)
+        format!("{} on {}", self.point.variant, self.point.backend)
     }
 
     fn best(&self) -> Option<f64> {
@@ -172,7 +174,7 @@ fn main() -> ExitCode {
 }
 
 /// Step 1: the configurations that can run.
-fn configurations(cli: &Cli) -> Vec<Config> {
+fn configurations(cli: &Cli) -> Vec<Point> {
     let mut configs = Vec::new();
     for &kernel in &cli.kernels {
         for &class in &cli.classes {
@@ -186,7 +188,13 @@ fn configurations(cli: &Cli) -> Vec<Config> {
                         let runs = (variant, backend) != (Variant::Mpi, BackendKind::Tcp)
                             && (backend == BackendKind::Tcp || cfg!(feature = "mpi"));
                         if allowed && runs {
-                            configs.push(Config::new(kernel, class, nprocs, variant, backend));
+                            configs.push(Point {
+                                kernel,
+                                class,
+                                nprocs,
+                                variant,
+                                backend,
+                            });
                         }
                     }
                 }
@@ -204,66 +212,43 @@ fn sweep(cli: &Cli) -> Result<bool, String> {
             .map_err(|e| format!("cannot find this program: {e}"))?
             .with_file_name("npb"),
     };
-    let mut configs = configurations(cli);
-    if configs.is_empty() {
+    let points = configurations(cli);
+    if points.is_empty() {
         return Err("no configuration can run (see --help)".into());
     }
     std::fs::create_dir_all(&cli.out)
         .map_err(|e| format!("cannot create {}: {e}", cli.out.display()))?;
-    let total = configs.len() * cli.reps as usize;
-    let mut done = 0;
-    let progress = Progress::new();
-    for rep in 0..cli.reps as usize {
-        let n = configs.len();
-        for k in 0..n {
-            let c = &mut configs[(k + rep) % n];
-            done += 1;
-            let what = format!(
-                "[{done:>3}/{total}] {} {} -n {} {} (run {}/{})",
-                c.kernel.name(),
-                c.class,
-                c.nprocs,
-                c.label(),
-                rep + 1,
-                cli.reps
-            );
-            for attempt in 0..=cli.retries {
-                progress.show(&format!("{what} waiting for a quiet machine ..."));
-                cpu_load::settle(QUIET_CPUS, Duration::from_secs_f64(cli.settle.max(0.0)));
-                progress.show(&format!("{what} ..."));
-                let meter = cpu_load::Meter::start();
-                let result = run_once(&npb, c);
-                let foreign = meter.and_then(|m| m.foreign_cpus()).unwrap_or(0.0);
-                match result {
-                    Ok(Run { seconds, .. }) if foreign >= QUIET_CPUS && attempt < cli.retries => {
-                        progress.done(&format!(
-                            "{what} {seconds:.3} s, disturbed ({foreign:.2} CPUs busy elsewhere): again"
-                        ));
-                    }
-                    Ok(Run {
-                        seconds,
-                        mops,
-                        stats,
-                    }) => {
-                        if c.best().is_none_or(|b| seconds < b) {
-                            c.mops = mops;
-                            c.stats = Some(stats);
-                        }
-                        c.times.push(seconds);
-                        c.foreign_cpus = c.foreign_cpus.max(foreign);
-                        progress.show(&format!("{what} {seconds:.3} s"));
-                        break;
-                    }
-                    Err(e) => {
-                        c.failures += 1;
-                        progress.done(&format!("{what} FAILED: {e}"));
-                        break;
-                    }
+    let sweeps = Sweeps {
+        bench: "npb-sweep",
+        configs: &points,
+        reps: cli.reps,
+        settle: cli.settle.max(0.0),
+        retries: cli.retries,
+        keep_going: true,
+    };
+    let swept = sweeps
+        .run(Point::name, |p, _, _| {
+            run_once(&npb, p).map_err(BenchError::Check)
+        })
+        .map_err(|e| e.to_string())?;
+    // Per configuration, the run each sweep kept: the best of them counts.
+    let configs: Vec<Config> = swept
+        .runs
+        .iter()
+        .map(|(p, runs)| {
+            let mut c = Config::new(*p);
+            c.failures = swept.failures.iter().filter(|f| f.0 == *p).count() as u32;
+            for run in per_sweep(runs) {
+                if c.best().is_none_or(|b| run.result.seconds < b) {
+                    c.mops = run.result.mops;
+                    c.stats = Some(run.result.stats.clone());
                 }
+                c.times.push(run.result.seconds);
+                c.foreign_cpus = c.foreign_cpus.max(run.busy.unwrap_or(0.0));
             }
-        }
-    }
-    progress.done("");
+            c
+        })
+        .collect();
     let csv = cli.out.join("npb-sweep.csv");
     let breakdown_csv = cli.out.join("npb-sweep-breakdown.csv");
     for (path, text) in [
@@ -283,7 +268,7 @@ fn sweep(cli: &Cli) -> Result<bool, String> {
 }
 
 /// What one verified run of `npb` gave.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Run {
     seconds: f64,
     mops: f64,
@@ -292,7 +277,7 @@ struct Run {
 }
 
 /// Runs `npb` once for `c`, with `MTTL_STATS=1` (step 2).
-fn run_once(npb: &Path, c: &Config) -> Result<Run, String> {
+fn run_once(npb: &Path, c: &Point) -> Result<Run, String> {
     let out = Command::new(npb)
         .args([
             c.kernel.name().to_lowercase().as_str(),
@@ -335,39 +320,6 @@ fn run_once(npb: &Path, c: &Config) -> Result<Run, String> {
     })
 }
 
-/// The progress line: rewritten in place on a terminal, one line per run
-/// otherwise.
-struct Progress {
-    terminal: bool,
-}
-
-impl Progress {
-    fn new() -> Progress {
-        Progress {
-            terminal: std::io::stderr().is_terminal(),
-        }
-    }
-
-    fn show(&self, line: &str) {
-        let mut err = std::io::stderr().lock();
-        if self.terminal {
-            let _ = write!(err, "\r\x1b[2K{line}");
-        } else if !line.ends_with("...") {
-            let _ = writeln!(err, "{line}");
-        }
-        let _ = err.flush();
-    }
-
-    fn done(&self, line: &str) {
-        let mut err = std::io::stderr().lock();
-        if self.terminal {
-            let _ = writeln!(err, "\r\x1b[2K{line}");
-        } else if !line.is_empty() {
-            let _ = writeln!(err, "{line}");
-        }
-    }
-}
-
 fn to_csv(configs: &[Config]) -> String {
     let mut out = String::from(
         "kernel,class,nprocs,variant,backend,runs,failures,best_seconds,mops,foreign_cpus\n",
@@ -391,11 +343,11 @@ fn to_csv(configs: &[Config]) -> String {
 fn csv_key(c: &Config) -> String {
     format!(
         "{},{},{},{},{}",
-        c.kernel.name(),
-        c.class,
-        c.nprocs,
-        c.variant,
-        c.backend
+        c.point.kernel.name(),
+        c.point.class,
+        c.point.nprocs,
+        c.point.variant,
+        c.point.backend
     )
 }
 
@@ -421,7 +373,9 @@ fn best_of(
     configs
         .iter()
         .find(|c| {
-            (c.kernel, c.class, c.nprocs) == key && c.variant == variant && c.backend == backend
+            (c.point.kernel, c.point.class, c.point.nprocs) == key
+                && c.point.variant == variant
+                && c.point.backend == backend
         })
         .and_then(Config::best)
 }
@@ -430,8 +384,8 @@ fn best_of(
 fn summary(configs: &[Config]) -> String {
     let mut keys: Vec<(Kernel, Class, usize)> = Vec::new();
     for c in configs {
-        if !keys.contains(&(c.kernel, c.class, c.nprocs)) {
-            keys.push((c.kernel, c.class, c.nprocs));
+        if !keys.contains(&(c.point.kernel, c.point.class, c.point.nprocs)) {
+            keys.push((c.point.kernel, c.point.class, c.point.nprocs));
         }
     }
     let cell = |t: Option<f64>| t.map_or("-".to_owned(), |t| format!("{t:.3}"));
@@ -465,16 +419,8 @@ fn summary(configs: &[Config]) -> String {
     }
     let busy: Vec<String> = configs
         .iter()
-        .filter(|c| c.foreign_cpus >= QUIET_CPUS)
-        .map(|c| {
-            format!(
-                "{} {} -n {} {}",
-                c.kernel.name(),
-                c.class,
-                c.nprocs,
-                c.label()
-            )
-        })
+        .filter(|c| c.foreign_cpus >= BUSY_WARNING)
+        .map(|c| c.point.name())
         .collect();
     if !busy.is_empty() {
         let _ = writeln!(
@@ -497,21 +443,15 @@ fn breakdown_summary(configs: &[Config]) -> String {
     let mut out = String::from(
         "\nCommunication per process of the best run (MTTL_STATS=1 counts; tables 5-8)\n",
     );
-    let mut groups: Vec<(Kernel, Class)> = Vec::new();
-    for c in configs {
-        if !groups.contains(&(c.kernel, c.class)) {
-            groups.push((c.kernel, c.class));
-        }
-    }
-    for (kernel, class) in groups {
+    for (kernel, class) in groups(configs) {
         let _ = writeln!(out, "\n{} class {class}", kernel.name());
         breakdown::table_header(&mut out);
         for c in configs
             .iter()
-            .filter(|c| (c.kernel, c.class) == (kernel, class))
+            .filter(|c| (c.point.kernel, c.point.class) == (kernel, class))
         {
             if let Some(Ok(ranks)) = &c.stats {
-                breakdown::table_rows(&mut out, c.nprocs, &c.label(), ranks);
+                breakdown::table_rows(&mut out, c.point.nprocs, &c.label(), ranks);
             }
         }
     }
@@ -519,13 +459,7 @@ fn breakdown_summary(configs: &[Config]) -> String {
         .iter()
         .filter_map(|c| {
             let why = c.stats.as_ref()?.as_ref().err()?;
-            Some(format!(
-                "  {} {} -n {} {}: {why}",
-                c.kernel.name(),
-                c.class,
-                c.nprocs,
-                c.label()
-            ))
+            Some(format!("  {}: {why}", c.point.name()))
         })
         .collect();
     if !missing.is_empty() {
@@ -534,24 +468,29 @@ fn breakdown_summary(configs: &[Config]) -> String {
     out
 }
 
-/// Step 4: draws both figures of each kernel and class; returns their paths.
-fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
+/// The kernels and classes of `configs`, in their order.
+fn groups(configs: &[Config]) -> Vec<(Kernel, Class)> {
     let mut groups: Vec<(Kernel, Class)> = Vec::new();
     for c in configs {
-        if !groups.contains(&(c.kernel, c.class)) {
-            groups.push((c.kernel, c.class));
+        if !groups.contains(&(c.point.kernel, c.point.class)) {
+            groups.push((c.point.kernel, c.point.class));
         }
     }
+    groups
+}
+
+/// Step 4: draws both figures of each kernel and class; returns their paths.
+fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     let mut paths = Vec::new();
-    for (kernel, class) in groups {
+    for (kernel, class) in groups(configs) {
         let group: Vec<&Config> = configs
             .iter()
-            .filter(|c| c.kernel == kernel && c.class == class)
+            .filter(|c| c.point.kernel == kernel && c.point.class == class)
             .collect();
-        let stem = figures::stem(kernel, class);
-        let time = TimeFigure::new(kernel, class, &group);
+        let stem = format!("{}-{class}", kernel.name().to_lowercase());
+        let time = figures::time(kernel, class, &group);
         paths.extend(figures::write_both(dir, &stem, &time)?);
-        if let Some(breakdown) = BreakdownFigure::new(kernel, class, &group) {
+        if let Some(breakdown) = figures::breakdown(kernel, class, &group) {
             let stem = format!("{stem}-breakdown");
             paths.extend(figures::write_both(dir, &stem, &breakdown)?);
         }

@@ -7,6 +7,14 @@
 //! `ab_glyph` and DejaVu Sans embedded in the program ([`GlyphBitmap`]), so
 //! neither needs a system font library: plotters' own `ttf` feature would
 //! need fontconfig and freetype.
+//!
+//! Every benchmark's figures are drawn by [`LineChart`] (lines against a
+//! log-scale x axis, in one or more panels) or [`BarPanels`] (groups of
+//! bars, one panel per configuration), in `chart.rs`.
+
+mod chart;
+
+pub use chart::{log_ticks, tick_label, Axis, BarPanel, BarPanels, LineChart, Panel, Series};
 
 use std::fs::File;
 use std::io::BufWriter;

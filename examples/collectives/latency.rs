@@ -41,14 +41,14 @@ fn measure(iters: usize, mut one: impl FnMut()) -> Duration {
 }
 
 /// The latency of one `barrier`. Call on every node, from a thread.
-pub fn barrier_latency(iters: usize) -> Duration {
+pub(crate) fn barrier_latency(iters: usize) -> Duration {
     measure(iters, mttl::barrier)
 }
 
 /// The latency of one `allreduce_sum_slice` of `len` f64s (1 to 5 for a CG
 /// dot product, 1024 i32-sized for IS's buckets). Call on every node, from
 /// a thread.
-pub fn allreduce_latency(len: usize, iters: usize) -> Duration {
+pub(crate) fn allreduce_latency(len: usize, iters: usize) -> Duration {
     let mut values = vec![1.0f64; len];
     measure(iters, || mttl::allreduce_sum_slice(&mut values))
 }
@@ -57,7 +57,7 @@ pub fn allreduce_latency(len: usize, iters: usize) -> Duration {
 /// from it, of `len` f64s: the tree alternative to
 /// [`allreduce_latency`] (the reduce encodes its `Vec`, a few ns per value).
 /// Call on every node, from a thread.
-pub fn reduce_broadcast_latency(len: usize, iters: usize) -> Duration {
+pub(crate) fn reduce_broadcast_latency(len: usize, iters: usize) -> Duration {
     let mut values = vec![1.0f64; len];
     measure(iters, || {
         let _ = mttl::reduce(0, values.clone(), |a: Vec<f64>, b| {

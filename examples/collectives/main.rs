@@ -10,11 +10,9 @@
 //!
 //! `--latency [ITERS]` also times barrier and allreduce: the slowest node's
 //! mean over ITERS back-to-back calls (default 10 000), after a warm-up
-//! (see `benches-npb/src/bench/coll.rs`).
+//! (see `latency.rs`).
 
-#[path = "../benches-npb/src/bench/coll.rs"]
-#[allow(unreachable_pub)]
-mod coll_latency;
+mod latency;
 
 #[mttl::remote]
 fn tour() -> Vec<String> {
@@ -75,11 +73,11 @@ fn latencies(iters: usize) -> Vec<String> {
         mttl::size(),
         mttl::backend_name()
     )];
-    let barrier = coll_latency::barrier_latency(iters);
+    let barrier = latency::barrier_latency(iters);
     lines.push(format!("  barrier                  {barrier:>10.2?}"));
     for len in [1, 1024] {
-        let all = coll_latency::allreduce_latency(len, iters);
-        let tree = coll_latency::reduce_broadcast_latency(len, iters);
+        let all = latency::allreduce_latency(len, iters);
+        let tree = latency::reduce_broadcast_latency(len, iters);
         lines.push(format!("  allreduce of {len:>4} f64     {all:>10.2?}"));
         lines.push(format!("  reduce+broadcast {len:>4} f64 {tree:>10.2?}"));
     }
