@@ -38,7 +38,6 @@ use mttl_comm::Rank;
 
 use super::error::GlobalErrorKind;
 use super::guard::BorrowError;
-use crate::runtime;
 use crate::thread::{self, BlockReason, ThreadId};
 
 /// Bits of a region id that name the slot.
@@ -258,9 +257,9 @@ impl RegionBuf {
             thread::wake(id);
         }
         if self.waiters.get() {
-            runtime::try_with_rt(|rt| {
+            super::try_with_cx(|cx| {
                 self.waiters.set(false);
-                super::owner::drain(rt);
+                super::owner::drain(cx);
             });
         }
     }
