@@ -1,4 +1,6 @@
-//! `invoke` and `ainvoke`: calling a function on another node.
+//! `invoke` and `ainvoke`: calling a function on another node. As a
+//! service ([`Invoke`]) it owns the `INVOKE` message; it keeps no state of
+//! its own (the reply cells are in `sync`'s cell table).
 //!
 //! A function marked `#[mttl::remote]` is registered under a stable id
 //! ([`crate::registry`]). `invoke(node, f, args)`:

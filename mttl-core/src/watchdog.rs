@@ -4,6 +4,10 @@
 //! prints what each of its threads waits for and the job ends with
 //! [`WATCHDOG_CODE`].
 //!
+//! As a service ([`Deadlocks`]) it owns the `WATCH`, `WATCH_STATE` and
+//! `WATCH_FIRE` messages and this rank's [`Watchdog`] state; the router
+//! reports progress ([`progressed`]) and idleness ([`idle`]).
+//!
 //! # Protocol
 //!
 //! Each rank counts its *progress*: threads run and messages handled,

@@ -249,19 +249,10 @@ fn top_level_modules_form_a_dag() {
 
 #[test]
 fn thread_does_not_reach_the_runtime() {
-    let graph = module_graph();
-    let mut reach = BTreeSet::new();
-    let mut todo = vec!["thread".to_string()];
-    while let Some(m) = todo.pop() {
-        for next in graph[&m].keys() {
-            if reach.insert(next.clone()) {
-                todo.push(next.clone());
-            }
-        }
-    }
+    let reached = reach(&module_graph(), "thread");
     assert!(
-        !reach.contains("runtime"),
-        "thread reaches the runtime through {reach:?}"
+        !reached.contains("runtime") && !reached.contains("context"),
+        "thread reaches {reached:?}"
     );
 }
 
@@ -289,4 +280,38 @@ fn the_checker_sees_groups_and_paths() {
     );
     graph.get_mut("z").expect("z").clear();
     assert_eq!(find_cycle(&graph), None);
+}
+
+/// The modules `module` reaches, directly or not.
+fn reach(graph: &Graph, module: &str) -> BTreeSet<String> {
+    let mut reached = BTreeSet::new();
+    let mut todo = vec![module.to_string()];
+    while let Some(m) = todo.pop() {
+        for next in graph[&m].keys() {
+            if reached.insert(next.clone()) {
+                todo.push(next.clone());
+            }
+        }
+    }
+    reached
+}
+
+#[test]
+fn only_the_crate_root_names_the_router() {
+    let graph = module_graph();
+    let callers: Vec<_> = graph
+        .iter()
+        .filter(|(_, edges)| edges.contains_key("runtime"))
+        .map(|(m, edges)| format!("{m} (src/{})", edges["runtime"].display()))
+        .collect();
+    assert!(callers.is_empty(), "the router is imported by {callers:?}");
+}
+
+#[test]
+fn the_context_reaches_no_service() {
+    let graph = module_graph();
+    let services = ["sync", "invoke", "global", "coll", "watchdog", "runtime"];
+    let reached = reach(&graph, "context");
+    let bad: Vec<_> = services.iter().filter(|s| reached.contains(**s)).collect();
+    assert!(bad.is_empty(), "the context reaches {bad:?}");
 }

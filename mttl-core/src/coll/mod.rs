@@ -1,6 +1,8 @@
 //! Collectives: barrier, broadcast, reduce, allreduce, gather, allgather
 //! and alltoall, built from point-to-point `COLL` messages on trees, so
-//! they work on any backend.
+//! they work on any backend. As a service ([`Collectives`]) it owns the
+//! `COLL` message and this node's collective state (the sequence counter
+//! and the mailbox, in `mailbox`).
 //!
 //! # Rules of use
 //!

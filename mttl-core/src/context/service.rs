@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 use mttl_comm::{Rank, Tag};
 
-use super::Context;
+use super::{Context, FAILURE_CODE};
 
 /// A runtime service: one concern (cells, invoke, global memory,
 /// collectives, the watchdog, ...) with its own state and messages.
@@ -33,14 +33,23 @@ pub(crate) trait Service {
     fn stop() {}
 
     /// Whether messages of `kind` are this service's (without the
-    /// [`LARGE`](crate::wire::LARGE) flag).
-    fn owns(kind: Tag) -> bool;
+    /// [`LARGE`](crate::wire::LARGE) flag). None, unless the service says
+    /// otherwise.
+    fn owns(_kind: Tag) -> bool {
+        false
+    }
 
     /// Handles one message of a kind it owns from `src`, its header (as
     /// long as [`wire::header_len`](crate::wire::header_len) says) and body
     /// apart. Runs on the native stack with the context borrowed: it may
-    /// wake or spawn threads and send, never block or run user code.
-    fn handle(cx: &mut Context, src: Rank, kind: Tag, header: &[u8], body: Cow<'_, [u8]>);
+    /// wake or spawn threads and send, never block or run user code. A
+    /// service that owns kinds must implement it.
+    fn handle(cx: &mut Context, src: Rank, kind: Tag, _header: &[u8], _body: Cow<'_, [u8]>) {
+        cx.fail(
+            &format!("malformed message from rank {src}: kind {kind} has no handler"),
+            FAILURE_CODE,
+        )
+    }
 
     /// Step 3 of the large-message protocol for a message of a kind it
     /// owns whose `header` just arrived: receives the body and returns it,

@@ -1,6 +1,10 @@
 //! Global memory: [`GlobalPtr<T>`] into memory a rank registered
 //! ([`GlobalArray`], [`GlobalObject`]), remote read, write, `nwrite`,
-//! atomics and member functions, and [`fence`].
+//! atomics and member functions, [`fence`], and [`GlobalSync`].
+//!
+//! As a service ([`GlobalMemory`]) it owns the remote-memory messages and
+//! this rank's [`Memory`] (regions, the owner's deferred messages, the
+//! `nwrite`s awaiting a fence), kept in this module's thread-local.
 //!
 //! Files: `region` (a region's memory and borrow state, the region table),
 //! `handle` ([`GlobalArray`], [`GlobalObject`]), `guard` (the borrow
@@ -8,7 +12,7 @@
 //! writes), `write` (the caller's side of writes, waited for or not),
 //! `owner` (the owner's side: checks, application, deferral), `completion`
 //! (reply cells), `atomic` (the atomic operations and methods), `error`
-//! ([`GlobalError`] and its wire form).
+//! ([`GlobalError`] and its wire form), `sync_handle` ([`GlobalSync`]).
 //!
 //! # Model
 //!

@@ -22,10 +22,9 @@ use crate::wire::{self, HeaderBuf};
 /// Whether a write body of `len` bytes goes as a second message, straight
 /// from the caller's slice ([`Context::post_split`]), rather than copied
 /// behind its header: above the backend's
-/// [`combine_len`](mttl_comm::Comm::combine_len) (on MPI 2 KiB, 8 KiB on
-/// MPICH). On TCP every message costs a system call and a pass through the
-/// loopback stack, which outweighs the copies up to the eager limit (8 and
-/// 16 KiB writes ran a third slower split), so there write bodies split
+/// [`combine_len`](mttl_comm::Comm::combine_len). On TCP every message
+/// costs a system call and a pass through the loopback stack, which
+/// outweighs the copies up to the eager limit, so there write bodies split
 /// only where every body does.
 fn splits_write(cx: &Context, len: usize) -> bool {
     len > cx.comm.combine_len()
@@ -334,10 +333,9 @@ impl<T: Pod> GlobalPtr<T> {
                     // only the loop places it, when this thread yields. A
                     // thread writing large bodies in a loop to peers doing
                     // the same would otherwise pile up every body sent here
-                    // until its loop ends: on TCP a hundred 16 MiB nwrites
-                    // each way held 1.6 GB per rank and, in fresh pages,
-                    // ran at 0.1 GB/s. Yielding to the loop keeps that to
-                    // one body per peer, in memory reused at once.
+                    // until its loop ends, in ever fresh pages. Yielding to
+                    // the loop keeps that to one body per peer, in memory
+                    // reused at once.
                     return Some(None);
                 }
                 None
