@@ -13,6 +13,12 @@
 //!    `crate::{A, B::c, ...}` group, is an edge from the file's module to
 //!    `NAME`, when `NAME` is a top-level module and not the file's own.
 //! 4. A depth-first search looks for a cycle; the test prints it if found.
+//!
+//! The files of `thread` get the same check among themselves
+//! ([`thread_files_form_layers`]): `super::NAME` in a file is an edge to the
+//! sibling file `NAME`, or to `mod.rs` for any other item; `mod.rs` has an
+//! edge to every file it declares. Unit tests (from a file's first
+//! `#[cfg(test)]` on, and `tests.rs`) are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -314,4 +320,69 @@ fn the_context_reaches_no_service() {
     let reached = reach(&graph, "context");
     let bad: Vec<_> = services.iter().filter(|s| reached.contains(**s)).collect();
     assert!(bad.is_empty(), "the context reaches {bad:?}");
+}
+
+/// The graph of the files of `src/thread/` (see the module docs).
+fn thread_graph() -> Graph {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/thread");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let stem = |f: &Path| {
+        f.file_stem()
+            .and_then(|s| s.to_str())
+            .expect("a file name")
+            .to_string()
+    };
+    let files: Vec<_> = files.into_iter().filter(|f| stem(f) != "tests").collect();
+    let modules: BTreeSet<String> = files.iter().map(|f| stem(f)).collect();
+    let mut graph = Graph::new();
+    for m in &modules {
+        let edges = graph.entry(m.clone()).or_default();
+        if m == "mod" {
+            for child in modules.iter().filter(|c| *c != "mod") {
+                edges.insert(child.clone(), PathBuf::from("thread/mod.rs"));
+            }
+        }
+    }
+    for file in &files {
+        let from = stem(file);
+        if from == "mod" {
+            continue;
+        }
+        let text = fs::read_to_string(file).expect("a source file");
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let code = strip_comments(text);
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find("super::") {
+            rest = &rest[at + "super::".len()..];
+            let name = ident_at(rest);
+            let to = if modules.contains(name) && name != "mod" {
+                name.to_string()
+            } else {
+                "mod".to_string()
+            };
+            if to != from {
+                let rel = PathBuf::from(format!("thread/{from}.rs"));
+                graph
+                    .get_mut(&from)
+                    .expect("every file has a node")
+                    .entry(to)
+                    .or_insert(rel);
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn thread_files_form_layers() {
+    let graph = thread_graph();
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("thread's files have a cycle: {}", cycle.join(" -> "));
+    }
+    let reached = reach(&graph, "sched");
+    assert!(
+        !reached.contains("mod"),
+        "sched reaches the API: {reached:?}"
+    );
 }
