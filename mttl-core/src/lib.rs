@@ -22,7 +22,7 @@
 //!
 //! - [`thread`]: cooperative user-level threads on pooled coroutine stacks;
 //! - `runtime`: [`start`], the loop, the start-up and exit protocols;
-//! - `context`: [`rank`], [`size`], [`flush`], [`stats`], and what every
+//! - `context`: [`rank`], [`size`], [`flush`], [`stats()`], and what every
 //!   service uses to send and to stop the job;
 //! - `invoke`: [`invoke`](fn@invoke), [`ainvoke`], [`try_invoke`], [`spmd`];
 //! - `registry`: remote functions registered by `#[mttl::remote]`;

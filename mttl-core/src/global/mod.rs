@@ -381,7 +381,7 @@ impl Memory {
     }
 }
 
-/// Waits until every `nwrite` and every [`GlobalSync`](crate::GlobalSync)
+/// Waits until every `nwrite` and every [`GlobalSync`]
 /// write this rank issued before the call has been applied at its owner
 /// (see the module docs). Returns at once when there
 /// are none. `barrier` calls it first.

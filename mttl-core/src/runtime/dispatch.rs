@@ -6,7 +6,7 @@
 //! # Adding a service
 //!
 //! Write its module, implement [`Service`] on a unit type there, and add
-//! that type to the [`services!`] list below. Nothing else names it.
+//! that type to the `services!` list below. Nothing else names it.
 
 use std::borrow::Cow;
 
