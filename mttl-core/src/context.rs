@@ -18,7 +18,7 @@
 //! router).
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
@@ -44,7 +44,13 @@ pub(crate) const FAILURE_CODE: i32 = 1;
 
 thread_local! {
     static CONTEXT: RefCell<Option<Context>> = const { RefCell::new(None) };
+    /// The context's rank and size, also apart: fixed while the job runs,
+    /// asked for on every call, and readable inside a handler.
+    static RANK_SIZE: Cell<Option<(Rank, usize)>> = const { Cell::new(None) };
 }
+
+const NOT_RUNNING: &str =
+    "the mttl runtime is not running: call mttl from #[mttl::main] and what it invokes";
 
 /// Runs `f` on this rank's context.
 ///
@@ -56,9 +62,7 @@ thread_local! {
 pub(crate) fn with<R>(f: impl FnOnce(&mut Context) -> R) -> R {
     CONTEXT.with(|cell| {
         let mut guard = cell.borrow_mut();
-        let cx = guard.as_mut().expect(
-            "the mttl runtime is not running: call mttl from #[mttl::main] and what it invokes",
-        );
+        let cx = guard.as_mut().expect(NOT_RUNNING);
         f(cx)
     })
 }
@@ -77,22 +81,36 @@ pub(crate) fn try_with(f: impl FnOnce(&mut Context)) {
 
 /// Makes `cx` this rank's context (start-up).
 pub(crate) fn install(cx: Context) {
+    RANK_SIZE.with(|rs| rs.set(Some((cx.rank, cx.size))));
     CONTEXT.with(|cell| *cell.borrow_mut() = Some(cx));
 }
 
 /// Takes this rank's context back (the loop has ended).
 pub(crate) fn uninstall() -> Option<Context> {
+    RANK_SIZE.with(|rs| rs.set(None));
     CONTEXT.with(|cell| cell.borrow_mut().take())
 }
 
+/// This rank and the job's size.
+///
+/// # Panics
+///
+/// Panics outside a running mttl program.
+#[inline]
+pub(crate) fn rank_and_size() -> (Rank, usize) {
+    RANK_SIZE.with(Cell::get).expect(NOT_RUNNING)
+}
+
 /// This process's rank (node number).
+#[inline]
 pub fn rank() -> Rank {
-    with(|cx| cx.rank)
+    rank_and_size().0
 }
 
 /// The number of processes (nodes) in the job.
+#[inline]
 pub fn size() -> usize {
-    with(|cx| cx.size)
+    rank_and_size().1
 }
 
 /// The name of the backend in use: `"tcp"` or `"mpi"`.

@@ -311,7 +311,7 @@ impl<T: Pod> GlobalPtr<T> {
 
     /// Checks what can be checked here and says whether the memory is local.
     pub(super) fn access(&self, op: &'static str, len: usize) -> Result<Access, GlobalError> {
-        let (me, size) = context::with(|cx| (cx.rank, cx.size));
+        let (me, size) = context::rank_and_size();
         let at = Access {
             node: self.node(),
             region: self.region,
