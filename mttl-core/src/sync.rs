@@ -45,7 +45,7 @@ pub struct SyncCell<T> {
 pub(crate) struct SyncInner<T> {
     values: RefCell<VecDeque<T>>,
     readers: RefCell<VecDeque<ThreadId>>,
-    /// The cell's slot in the runtime's cell table, once made global.
+    /// The cell's slot in this rank's cell table, once made global.
     slot: Cell<Option<u32>>,
 }
 
@@ -140,7 +140,7 @@ impl<T> SyncCell<T> {
 }
 
 impl<T: 'static> SyncCell<T> {
-    /// A type-erased weak handle, for the runtime's cell table.
+    /// A type-erased weak handle, for the cell table.
     pub(crate) fn weak_any(&self) -> std::rc::Weak<dyn Any> {
         let strong: Rc<dyn Any> = self.inner.clone();
         Rc::downgrade(&strong)

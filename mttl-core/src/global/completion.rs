@@ -1,6 +1,6 @@
-//! The caller's side of a global-memory request: a reply cell in the
-//! runtime's cell table that the owner's `CELL_WRITE` fills, and the wait
-//! for it.
+//! The caller's side of a global-memory request: a reply cell in this
+//! rank's cell table (`sync`) that the owner's `CELL_WRITE` fills, and the
+//! wait for it.
 //!
 //! A read gives the cell its destination buffer, so the reply's bytes are
 //! copied once, from the message straight into the caller's slice, while

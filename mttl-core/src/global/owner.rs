@@ -1,7 +1,7 @@
 //! The owner's side: applying the remote-memory messages that arrive, and
 //! deferring those that would touch a borrowed region.
 //!
-//! Messages are handled on the native stack by the runtime's dispatch,
+//! Messages are handled on the native stack by the router's dispatch,
 //! which never blocks: a message is applied at once or queued, never
 //! waited for.
 //!
@@ -28,8 +28,9 @@
 //!
 //! Step 4 runs inside the guard's `Drop`, on the stack of the thread that
 //! dropped it; it only copies bytes, sends replies and spawns threads, so it
-//! never switches. Should the runtime be busy there (a guard dropped inside
-//! the runtime, which mttl itself never does), step 1 drains instead.
+//! never switches. Should the context or the global memory be busy there
+//! (a guard dropped inside a handler, which mttl itself never does), step 1
+//! drains instead.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;

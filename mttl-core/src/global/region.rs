@@ -246,8 +246,8 @@ impl RegionBuf {
 
     /// Once the region is free: wakes the local threads waiting for it,
     /// then applies the messages that wait for it (step 4 of the deferral
-    /// protocol in `owner`). A guard may be dropped where the runtime is
-    /// busy or gone; then the flag stays set and the next message from the
+    /// protocol in `owner`). A guard may be dropped where the context or
+    /// the global memory is busy or gone; then the flag stays set and the next message from the
     /// waiting source drains instead.
     fn released(&self) {
         if self.state.get() != FREE {
