@@ -1,5 +1,5 @@
 //! Serialisation of arguments, results and cell values: bincode 2's native
-//! `Encode`/`Decode` (about twice as fast as its serde path), kept behind
+//! `Encode`/`Decode` (faster than its serde path), kept behind
 //! this one module so the format can be swapped.
 //!
 //! Decoding is bounded by the body: every length field is checked *before*

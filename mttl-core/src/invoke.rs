@@ -1,4 +1,6 @@
-//! `invoke` and `ainvoke`: calling a function on another node.
+//! `invoke` and `ainvoke`: calling a function on another node. As a
+//! service ([`Invoke`]) it owns the `INVOKE` message; it keeps no state of
+//! its own (the reply cells are in `sync`'s cell table).
 //!
 //! A function marked `#[mttl::remote]` is registered under a stable id
 //! ([`crate::registry`]). `invoke(node, f, args)`:
@@ -18,17 +20,18 @@
 //! [`RemoteError`]: `try_invoke` returns it, `invoke` panics with it.
 
 use std::any::{Any, TypeId};
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
-use mttl_comm::Rank;
+use mttl_comm::{Rank, Tag};
 
 use crate::codec::{self, Decode, Encode};
+use crate::context::{self, report_line, Context, Service};
 use crate::registry::{Callable, Registry, RemoteFn};
-use crate::runtime::{self, with_rt};
-use crate::sync::SyncCell;
+use crate::sync::{self, SyncCell};
 use crate::thread::{self, BlockReason};
-use crate::wire::{self, HeaderBuf};
+use crate::wire::{self, Fields, HeaderBuf};
 
 /// The reply cell value of a call that wants no reply.
 pub(crate) const NO_REPLY: u32 = u32::MAX;
@@ -168,7 +171,7 @@ impl<R: Decode<()>> Pending<R> {
             .cell
             .read_for(BlockReason::new("reply to invoke").with_rank(self.node as u32));
         if let Some(slot) = self.slot.take() {
-            with_rt(|rt| rt.cells.remove(slot));
+            sync::remove_cell(slot);
         }
         let node = self.node;
         match reply.status {
@@ -205,14 +208,14 @@ impl<R> Drop for Pending<R> {
             // receives this reply; the late reply is reported and frees it
             // (`CellTable::deliver`).
             if self.cell.queue_len() > 0 {
-                runtime::try_with_rt(|rt| rt.cells.remove(slot));
+                sync::remove_cell(slot);
             }
         }
     }
 }
 
 fn check_node(node: Rank) -> Result<(), RemoteError> {
-    let size = runtime::size();
+    let size = context::size();
     if node >= size {
         return Err(RemoteError {
             rank: node,
@@ -293,7 +296,7 @@ where
         );
     }
     let cell: SyncCell<Reply> = SyncCell::new();
-    let me = runtime::rank();
+    let me = context::rank();
     if node == me {
         let target = cell.clone();
         let name = entry.name;
@@ -313,11 +316,11 @@ where
     if let Err(e) = codec::encode_into(&args, &mut body) {
         panic!("invoke of {}: {e}", entry.name);
     }
-    let slot = with_rt(|rt| {
-        let slot = rt.cells.insert(cell.weak_any(), deliver_reply);
+    let slot = sync::insert_cell(cell.weak_any(), deliver_reply);
+    context::with(|cx| {
         let header = HeaderBuf::with_capacity(12).u64(entry.id).u32(slot).bytes;
-        if let Err(e) = rt.post_owned(node, wire::INVOKE, &header, body) {
-            rt.fail(
+        if let Err(e) = cx.post_owned(node, wire::INVOKE, &header, body) {
+            cx.fail(
                 &format!(
                     "invoke of {} on rank {node}: {}: {}",
                     entry.name, e.op, e.kind
@@ -325,7 +328,6 @@ where
                 1,
             );
         }
-        slot
     });
     Pending {
         cell,
@@ -347,7 +349,7 @@ where
 {
     let entry = entry_of::<F>();
     check_node(node)?;
-    if node == runtime::rank() {
+    if node == context::rank() {
         return thread::catch_panic(|| f.call_local(args)).map_err(|p| RemoteError {
             rank: node,
             message: panic_message(entry.name, &p),
@@ -386,25 +388,42 @@ where
     A: Encode + Clone + 'static,
     F::Output: Encode + Decode<()>,
 {
-    let calls: Vec<_> = (0..runtime::size())
+    let calls: Vec<_> = (0..context::size())
         .map(|r| ainvoke(r, f, args.clone()))
         .collect();
     calls.into_iter().map(Pending::wait).collect()
 }
 
+/// The service of remote calls: owns `INVOKE` (step 4).
+#[derive(Debug)]
+pub(crate) struct Invoke;
+
+impl Service for Invoke {
+    #[inline]
+    fn owns(kind: Tag) -> bool {
+        kind == wire::INVOKE
+    }
+
+    fn handle(_cx: &mut Context, src: Rank, _kind: Tag, header: &[u8], body: Cow<'_, [u8]>) {
+        let mut f = Fields(header);
+        let (id, cell) = (f.u64(), f.u32());
+        serve(src, id, cell, body.into_owned());
+    }
+}
+
 /// Step 4 on the callee's node: run function `id` for `src` in a new
 /// thread and reply into `cell`.
-pub(crate) fn serve(src: Rank, id: u64, cell: u32, args: Vec<u8>) {
+fn serve(src: Rank, id: u64, cell: u32, args: Vec<u8>) {
     let entry = Registry::get().by_id(id);
     let name = entry.map_or("an unknown remote function", |e| e.name);
     thread::spawn(name, move || {
         let (status, body) = run_registered(entry, id, &args);
         if cell != NO_REPLY {
-            runtime::write_cell(src, cell, status, &body);
+            sync::write_cell(src, cell, status, &body);
         } else if status != wire::STATUS_OK {
-            runtime::report_line(&format!(
+            report_line(&format!(
                 "mttl: rank {}: a call from rank {src} failed: {}",
-                runtime::rank(),
+                context::rank(),
                 String::from_utf8_lossy(&body)
             ));
         }
@@ -412,7 +431,7 @@ pub(crate) fn serve(src: Rank, id: u64, cell: u32, args: Vec<u8>) {
 }
 
 fn run_registered(entry: Option<&'static RemoteFn>, id: u64, args: &[u8]) -> (u8, Vec<u8>) {
-    let me = runtime::rank();
+    let me = context::rank();
     let Some(entry) = entry else {
         return (
             wire::STATUS_ERROR,

@@ -1,22 +1,48 @@
 //! mttl's runtime: the MTTL programming model on top of `mttl-comm`.
 //!
-//! The map, one concept per module:
+//! The map, by layer (each module uses only those below it; the
+//! `module_graph` test checks that no module reaches back up):
+//!
+//! ```text
+//!  router     runtime   start-up, the loop, dispatch: the one list of services
+//!  ──────────────────────────────────────────────────────────────────────────
+//!  services   watchdog  the deadlock watchdog
+//!             coll      barrier, reduce, allreduce, broadcast, gather, alltoall
+//!             global    GlobalPtr, global memory, read/write/nwrite, fence,
+//!                       GlobalSync
+//!             invoke    invoke, ainvoke, spmd
+//!             sync      SyncCell, and the cell table other ranks write into
+//!  ──────────────────────────────────────────────────────────────────────────
+//!  context    context   comm backend, rank and size, sending and the outbox,
+//!                       statistics, failure; the `Service` trait
+//!  ──────────────────────────────────────────────────────────────────────────
+//!  base       thread    cooperative threads on pooled coroutine stacks
+//!             outbox · wire · codec · registry · stats
+//! ```
 //!
 //! - [`thread`]: cooperative user-level threads on pooled coroutine stacks;
-//! - `runtime`: one per process: the main loop, message dispatch, start-up
-//!   and exit protocols ([`start`], [`rank`], [`size`]);
+//! - `runtime`: [`start`], the loop, the start-up and exit protocols;
+//! - `context`: [`rank`], [`size`], [`flush`], [`stats()`], and what every
+//!   service uses to send and to stop the job;
 //! - `invoke`: [`invoke`](fn@invoke), [`ainvoke`], [`try_invoke`], [`spmd`];
 //! - `registry`: remote functions registered by `#[mttl::remote]`;
-//! - `sync`: [`SyncCell`], MTTL's `Sync`, and its [`GlobalSync`] handle;
+//! - `sync`: [`SyncCell`], MTTL's `Sync`;
 //! - `global`: [`GlobalPtr`] into registered global memory ([`GlobalArray`],
-//!   [`GlobalObject`]), remote read/write/`nwrite`, atomics, [`fence`];
+//!   [`GlobalObject`]), remote read/write/`nwrite`, atomics, [`fence`], and
+//!   [`GlobalSync`], a `SyncCell` writable from other nodes;
 //! - `coll`: barrier, reduce, allreduce, broadcast, gather;
+//! - `watchdog`: the deadlock watchdog (`MTTL_WATCHDOG`);
+//! - `outbox`: small messages to one rank batched into one;
 //! - `wire`: message kinds and header layouts;
 //! - `codec`: argument and result serialisation;
 //! - `stats`: per-primitive counts (`MTTL_STATS=1`).
+//!
+//! How a message travels through these layers, and how to add a service:
+//! `docs/architecture.md`.
 
 mod codec;
 mod coll;
+mod context;
 mod global;
 mod invoke;
 mod outbox;
@@ -43,15 +69,16 @@ pub use coll::{
     allreduce_slice, allreduce_sum, allreduce_sum_slice, alltoall, alltoall_slice, alltoallv,
     barrier, broadcast, broadcast_slice, gather, reduce,
 };
+pub use context::{backend_name, flush, rank, size, stats};
 pub use global::{
     fence, try_fence, AtomicInt, BorrowError, GlobalArray, GlobalError, GlobalErrorKind,
-    GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut, MAX_OWNED_BYTES, MAX_OWNED_SENDS,
+    GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut, GlobalSync, MAX_OWNED_BYTES, MAX_OWNED_SENDS,
 };
 pub use invoke::{ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError, RemoteMethod};
 pub use registry::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};
-pub use runtime::{backend_name, flush, rank, size, start, stats, MainResult};
+pub use runtime::{start, MainResult};
 pub use stats::Stats;
-pub use sync::{GlobalSync, SyncCell};
+pub use sync::SyncCell;
 pub use thread::yield_now;
 
 /// Items the macros expand to; not part of the API.

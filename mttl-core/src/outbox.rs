@@ -5,12 +5,12 @@
 //! The rule, per destination, between two looks of the runtime's loop at
 //! the network (see `runtime`):
 //!
-//! 1. the first small message goes at once, as it always did, so a message
+//! 1. the first small message goes at once, so a message
 //!    followed by a long computation is not held back; so does every
 //!    message of a collective, which its peers wait for: a thread may send
 //!    one, find what it waits for already there and go on computing
-//!    without the loop looking at the network (a barrier's last message,
-//!    held so, made NPB IS wait up to 60 ms per iteration);
+//!    without the loop looking at the network, and a message held so
+//!    would keep its peers waiting as long;
 //! 2. the following ones are appended to the destination's batch, which
 //!    leaves when it reaches the backend's
 //!    [`batch_len`](mttl_comm::CommTuning::batch_len)

@@ -6,9 +6,13 @@
 //! the oldest value, blocking the calling mttl thread (never the process)
 //! while the cell is empty. Any number of threads may read and write. A
 //! cell made reachable with [`SyncCell::global`] can be written from any
-//! node through the [`GlobalSync`] handle; the runtime's own invoke replies
-//! travel this way (each `invoke` waits on a reply cell that the callee's
-//! node writes remotely).
+//! node through the [`GlobalSync`](crate::GlobalSync) handle (in `global`,
+//! as its writes are fenced like `nwrite`s); the runtime's own invoke
+//! replies travel this way (each `invoke` waits on a reply cell that the
+//! callee's node writes remotely).
+//!
+//! This module owns the cell table, the cells reachable from other nodes,
+//! and the `CELL_WRITE` messages that reach them (see `cells`).
 //!
 //! Protocol of a blocking read:
 //!
@@ -22,15 +26,15 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
-use std::marker::PhantomData;
 use std::rc::Rc;
 
-use mttl_comm::Rank;
-
-use crate::codec::{self, Decode, Encode};
-use crate::runtime::{self, with_rt};
+use crate::codec::{self, Decode};
 use crate::thread::{self, BlockReason, ThreadId};
 use crate::wire;
+
+mod cells;
+
+pub(crate) use self::cells::{insert as insert_cell, remove as remove_cell, write_cell, Cells};
 
 /// MTTL's `Sync`: a FIFO cell whose reads block the calling thread while it
 /// is empty. Cloning gives another handle to the same cell.
@@ -41,7 +45,7 @@ pub struct SyncCell<T> {
 pub(crate) struct SyncInner<T> {
     values: RefCell<VecDeque<T>>,
     readers: RefCell<VecDeque<ThreadId>>,
-    /// The cell's slot in the runtime's cell table, once made global.
+    /// The cell's slot in this rank's cell table, once made global.
     slot: Cell<Option<u32>>,
 }
 
@@ -136,7 +140,7 @@ impl<T> SyncCell<T> {
 }
 
 impl<T: 'static> SyncCell<T> {
-    /// A type-erased weak handle, for the runtime's cell table.
+    /// A type-erased weak handle, for the cell table.
     pub(crate) fn weak_any(&self) -> std::rc::Weak<dyn Any> {
         let strong: Rc<dyn Any> = self.inner.clone();
         Rc::downgrade(&strong)
@@ -156,24 +160,16 @@ pub(crate) fn write_any<T: 'static>(cell: &dyn Any, value: T) -> Result<(), Stri
 }
 
 impl<T: Decode<()> + 'static> SyncCell<T> {
-    /// Makes this cell writable from every node and returns its global
-    /// handle (the same handle every time). The cell stays reachable while
-    /// any local handle to it lives; a write that arrives after that fails
-    /// at the writer's end.
-    pub fn global(&self) -> GlobalSync<T> {
-        let slot = match self.inner.slot.get() {
+    /// The cell's slot in this rank's cell table, registering it the first
+    /// time (what [`SyncCell::global`] hands out).
+    pub(crate) fn global_slot(&self) -> u32 {
+        match self.inner.slot.get() {
             Some(s) => s,
             None => {
-                let weak = self.weak_any();
-                let s = with_rt(|rt| rt.cells.insert(weak, deliver_decoded::<T>));
+                let s = cells::insert(self.weak_any(), deliver_decoded::<T>);
                 self.inner.slot.set(Some(s));
                 s
             }
-        };
-        GlobalSync {
-            node: runtime::rank() as u32,
-            slot,
-            _value: PhantomData,
         }
     }
 }
@@ -181,7 +177,7 @@ impl<T: Decode<()> + 'static> SyncCell<T> {
 impl<T> Drop for SyncInner<T> {
     fn drop(&mut self) {
         if let Some(s) = self.slot.get() {
-            runtime::try_with_rt(|rt| rt.cells.remove(s));
+            cells::remove(s);
         }
     }
 }
@@ -213,82 +209,5 @@ fn clone_rc<T>(inner: &SyncInner<T>) -> Rc<SyncInner<T>> {
     unsafe {
         Rc::increment_strong_count(ptr);
         Rc::from_raw(ptr)
-    }
-}
-
-/// The global handle of a [`SyncCell`]: writable from any node. Plain data:
-/// pass it to other nodes as an argument of `invoke`.
-pub struct GlobalSync<T> {
-    node: u32,
-    slot: u32,
-    _value: PhantomData<fn(T)>,
-}
-
-impl<T> Clone for GlobalSync<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<T> Copy for GlobalSync<T> {}
-
-impl<T> fmt::Debug for GlobalSync<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "GlobalSync(node {}, cell {})", self.node, self.slot)
-    }
-}
-
-impl<T> PartialEq for GlobalSync<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.node == other.node && self.slot == other.slot
-    }
-}
-
-impl<T> Encode for GlobalSync<T> {
-    fn encode<E: bincode::enc::Encoder>(
-        &self,
-        e: &mut E,
-    ) -> Result<(), bincode::error::EncodeError> {
-        self.node.encode(e)?;
-        self.slot.encode(e)
-    }
-}
-
-impl<T, C> Decode<C> for GlobalSync<T> {
-    fn decode<D: bincode::de::Decoder<Context = C>>(
-        d: &mut D,
-    ) -> Result<Self, bincode::error::DecodeError> {
-        Ok(GlobalSync {
-            node: u32::decode(d)?,
-            slot: u32::decode(d)?,
-            _value: PhantomData,
-        })
-    }
-}
-
-impl<T: Encode> GlobalSync<T> {
-    /// The node that owns the cell.
-    pub fn node(&self) -> Rank {
-        self.node as Rank
-    }
-
-    /// Appends `value` to the cell at its node (does not wait for it to
-    /// arrive; per-pair order is kept). Like an `nwrite`, it is done at its
-    /// node once this node's next [`fence`](crate::fence) (or
-    /// [`barrier`](crate::barrier)) returns.
-    ///
-    /// # Panics
-    ///
-    /// Panics if the value cannot be encoded or the cell's node is gone.
-    pub fn write(&self, value: T) {
-        let mut body = Vec::new();
-        if let Err(e) = codec::encode_into(&value, &mut body) {
-            panic!("GlobalSync::write: {e}");
-        }
-        let node = self.node as Rank;
-        runtime::write_cell(node, self.slot, wire::STATUS_OK, &body);
-        if node != runtime::rank() {
-            with_rt(|rt| rt.global.note_nwrite(node));
-        }
     }
 }

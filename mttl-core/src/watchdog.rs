@@ -4,6 +4,10 @@
 //! prints what each of its threads waits for and the job ends with
 //! [`WATCHDOG_CODE`].
 //!
+//! As a service ([`Deadlocks`]) it owns the `WATCH`, `WATCH_STATE` and
+//! `WATCH_FIRE` messages and this rank's [`Watchdog`] state; the router
+//! reports progress ([`progressed`]) and idleness ([`idle`]).
+//!
 //! # Protocol
 //!
 //! Each rank counts its *progress*: threads run and messages handled,
@@ -23,7 +27,7 @@
 //!    time, and a round takes far less.
 //! 4. Deadlocked: rank 0 sends `WATCH_FIRE(code, still ms)` to every rank;
 //!    each prints its blocked threads and exits with the code, but none
-//!    before [`ABORT_LINGER`](crate::runtime) has passed since it printed
+//!    before `ABORT_LINGER` (see `context`) has passed since it printed
 //!    (rank 0 since it sent): `mpirun` kills the job once one rank exits,
 //!    and every rank speaks first. Otherwise rank 0 starts the next round
 //!    when it is next idle, at most one round per [`MIN_ROUND_GAP`].
@@ -33,13 +37,91 @@
 //! blocked in the operating system (a `sleep`, a file read), which blocks
 //! its whole rank in the same way.
 
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
 use mttl_comm::{Rank, Tag};
 
-use crate::runtime::{self, report_line, Runtime};
-use crate::thread;
+use crate::context::{self, report_line, report_waits, Context, Service};
 use crate::wire::{self, Fields, HeaderBuf};
+
+thread_local! {
+    static WATCHDOG: RefCell<Option<Watchdog>> = const { RefCell::new(None) };
+    /// Threads run plus messages handled (the watchdog's own excepted),
+    /// apart from the rest, as the loop adds to it at every turn.
+    static PROGRESS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts `n` units of progress (threads run, messages handled).
+#[inline]
+pub(crate) fn progressed(n: usize) {
+    PROGRESS.with(|p| p.set(p.get() + n as u64));
+}
+
+fn progress() -> u64 {
+    PROGRESS.with(Cell::get)
+}
+
+/// Runs `f` on the context with this rank's watchdog beside it; does
+/// nothing when the watchdog is absent.
+fn with_cx(cx: &mut Context, f: impl FnOnce(&mut WatchCx<'_>)) {
+    WATCHDOG.with(|cell| {
+        if let Some(watchdog) = cell.borrow_mut().as_mut() {
+            f(&mut WatchCx { cx, watchdog });
+        }
+    });
+}
+
+/// The context with this rank's watchdog beside it. Derefs to the context.
+struct WatchCx<'a> {
+    cx: &'a mut Context,
+    watchdog: &'a mut Watchdog,
+}
+
+impl Deref for WatchCx<'_> {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        self.cx
+    }
+}
+
+impl DerefMut for WatchCx<'_> {
+    fn deref_mut(&mut self) -> &mut Context {
+        self.cx
+    }
+}
+
+/// The service of the watchdog: owns `WATCH`, `WATCH_STATE` and
+/// `WATCH_FIRE`, which are no progress.
+#[derive(Debug)]
+pub(crate) struct Deadlocks;
+
+impl Service for Deadlocks {
+    const PROGRESS: bool = false;
+
+    fn start(_cx: &Context) -> Result<(), String> {
+        let watchdog = Watchdog::from_env()?;
+        PROGRESS.with(|p| p.set(0));
+        WATCHDOG.with(|cell| *cell.borrow_mut() = Some(watchdog));
+        Ok(())
+    }
+
+    fn stop() {
+        WATCHDOG.with(|cell| *cell.borrow_mut() = None);
+    }
+
+    #[inline]
+    fn owns(kind: Tag) -> bool {
+        matches!(kind, wire::WATCH | wire::WATCH_STATE | wire::WATCH_FIRE)
+    }
+
+    fn handle(cx: &mut Context, src: Rank, kind: Tag, header: &[u8], _body: Cow<'_, [u8]>) {
+        with_cx(cx, |cx| dispatch(cx, src, kind, Fields(header)));
+    }
+}
 
 /// The variable that sets the limit in seconds (`0`: no watchdog).
 pub(crate) const VAR: &str = "MTTL_WATCHDOG";
@@ -58,9 +140,7 @@ const MIN_ROUND_GAP: Duration = Duration::from_secs(1);
 pub(crate) struct Watchdog {
     /// `None`: turned off.
     limit: Option<Duration>,
-    /// Threads run plus messages handled (the watchdog's excepted).
-    progress: u64,
-    /// `progress` when last looked at, and when it was seen to change.
+    /// [`PROGRESS`] when last looked at, and when it was seen to change.
     seen: u64,
     still_since: Instant,
     /// Messages of the watchdog itself, left out of the counts compared.
@@ -102,8 +182,7 @@ impl Watchdog {
         };
         Ok(Watchdog {
             limit,
-            progress: 0,
-            seen: 0,
+            seen: progress(),
             still_since: Instant::now(),
             own_sent: 0,
             own_recv: 0,
@@ -113,45 +192,45 @@ impl Watchdog {
         })
     }
 
-    /// Counts `n` units of progress (threads run, messages handled).
-    #[inline]
-    pub(crate) fn progressed(&mut self, n: usize) {
-        self.progress += n as u64;
-    }
-
     /// How long this rank has been still, as of now.
     fn still_for(&mut self, now: Instant) -> Duration {
-        if self.progress != self.seen {
-            self.seen = self.progress;
+        let progress = progress();
+        if progress != self.seen {
+            self.seen = progress;
             self.still_since = now;
         }
         now - self.still_since
     }
 }
 
-/// Messages sent and received by `rt`, the watchdog's own left out.
-fn counts(rt: &Runtime) -> (u64, u64) {
-    let w = &rt.watchdog;
-    (rt.stats.messages() - w.own_sent, rt.stats.recv - w.own_recv)
+/// Messages sent and received by this rank, the watchdog's own left out.
+fn counts(cx: &WatchCx<'_>) -> (u64, u64) {
+    let w = &cx.watchdog;
+    (cx.stats.messages() - w.own_sent, cx.stats.recv - w.own_recv)
 }
 
 /// Called when the loop found nothing to do: rank 0 may start a round.
-pub(crate) fn idle(rt: &mut Runtime) {
+pub(crate) fn idle() {
+    context::with(|cx| with_cx(cx, start_round));
+}
+
+/// Step 1 on rank 0, if it has been still for the limit.
+fn start_round(cx: &mut WatchCx<'_>) {
     let now = Instant::now();
-    let still = rt.watchdog.still_for(now);
-    let w = &rt.watchdog;
+    let still = cx.watchdog.still_for(now);
+    let w = &cx.watchdog;
     let Some(limit) = w.limit else { return };
-    if rt.rank != 0
+    if cx.rank != 0
         || w.round.is_some()
         || still < limit
         || w.last_start.is_some_and(|t| now - t < MIN_ROUND_GAP)
     {
         return;
     }
-    let (sent, recv) = counts(rt);
+    let (sent, recv) = counts(cx);
     let id = w.last_round + 1;
-    let progress_at_start = w.progress;
-    let w = &mut rt.watchdog;
+    let progress_at_start = progress();
+    let w = &mut cx.watchdog;
     w.last_round = id;
     w.last_start = Some(now);
     w.round = Some(Round {
@@ -163,48 +242,48 @@ pub(crate) fn idle(rt: &mut Runtime) {
         recv,
     });
     let header = HeaderBuf::with_capacity(8).u64(id).bytes;
-    for r in 1..rt.size {
-        if let Err(e) = rt.post(r, wire::WATCH, &header, &[]) {
-            rt.comm_failed(&e);
+    for r in 1..cx.size {
+        if let Err(e) = cx.post(r, wire::WATCH, &header, &[]) {
+            cx.comm_failed(&e);
         }
-        rt.watchdog.own_sent += 1;
+        cx.watchdog.own_sent += 1;
     }
-    if rt.size == 1 {
-        decide(rt);
+    if cx.size == 1 {
+        decide(cx);
     }
 }
 
 /// Handles a watchdog message (step 2, 3 or 4).
-pub(crate) fn dispatch(rt: &mut Runtime, src: Rank, kind: Tag, mut f: Fields<'_>) {
-    rt.watchdog.own_recv += 1;
+fn dispatch(cx: &mut WatchCx<'_>, src: Rank, kind: Tag, mut f: Fields<'_>) {
+    cx.watchdog.own_recv += 1;
     match kind {
         wire::WATCH => {
             let id = f.u64();
-            let still = rt.watchdog.still_for(Instant::now());
-            let (sent, recv) = counts(rt);
+            let still = cx.watchdog.still_for(Instant::now());
+            let (sent, recv) = counts(cx);
             let header = HeaderBuf::with_capacity(32)
                 .u64(id)
                 .u64(still.as_millis() as u64)
                 .u64(sent)
                 .u64(recv)
                 .bytes;
-            if let Err(e) = rt.post(src, wire::WATCH_STATE, &header, &[]) {
-                rt.comm_failed(&e);
+            if let Err(e) = cx.post(src, wire::WATCH_STATE, &header, &[]) {
+                cx.comm_failed(&e);
             }
-            rt.watchdog.own_sent += 1;
+            cx.watchdog.own_sent += 1;
         }
         wire::WATCH_STATE => {
             let (id, still_ms, sent, recv) = (f.u64(), f.u64(), f.u64(), f.u64());
-            let limit = rt.watchdog.limit.unwrap_or(DEFAULT_LIMIT);
-            let Some(round) = rt.watchdog.round.as_mut().filter(|r| r.id == id) else {
+            let limit = cx.watchdog.limit.unwrap_or(DEFAULT_LIMIT);
+            let Some(round) = cx.watchdog.round.as_mut().filter(|r| r.id == id) else {
                 return;
             };
             round.answers += 1;
             round.all_still &= Duration::from_millis(still_ms) >= limit;
             round.sent += sent;
             round.recv += recv;
-            if round.answers + 1 == rt.size {
-                decide(rt);
+            if round.answers + 1 == cx.size {
+                decide(cx);
             }
         }
         wire::WATCH_FIRE => {
@@ -213,11 +292,11 @@ pub(crate) fn dispatch(rt: &mut Runtime, src: Rank, kind: Tag, mut f: Fields<'_>
             report_line(&format!(
                 "mttl: rank {}: stopped by the deadlock watchdog of rank {src}: no thread on any \
                  rank could run and no message was in flight for {:.1} s ({VAR})",
-                rt.rank,
+                cx.rank,
                 still.as_secs_f64()
             ));
-            report_deadlocked_threads(rt.rank);
-            runtime::let_the_failing_rank_exit_first();
+            report_deadlocked_threads(cx.rank);
+            context::let_the_failing_rank_exit_first();
             std::process::exit(code);
         }
         _ => unreachable!("not a watchdog message: {kind}"),
@@ -225,15 +304,14 @@ pub(crate) fn dispatch(rt: &mut Runtime, src: Rank, kind: Tag, mut f: Fields<'_>
 }
 
 /// Step 3 on rank 0, once every answer is in.
-fn decide(rt: &mut Runtime) {
-    let Some(round) = rt.watchdog.round.take() else {
+fn decide(cx: &mut WatchCx<'_>) {
+    let Some(round) = cx.watchdog.round.take() else {
         return;
     };
     let now = Instant::now();
-    let still = rt.watchdog.still_for(now);
-    let deadlocked = round.all_still
-        && rt.watchdog.progress == round.progress_at_start
-        && round.sent == round.recv;
+    let still = cx.watchdog.still_for(now);
+    let deadlocked =
+        round.all_still && progress() == round.progress_at_start && round.sent == round.recv;
     if !deadlocked {
         return;
     }
@@ -241,18 +319,18 @@ fn decide(rt: &mut Runtime) {
         .i32(WATCHDOG_CODE)
         .u64(still.as_millis() as u64)
         .bytes;
-    for r in 1..rt.size {
+    for r in 1..cx.size {
         // A rank that cannot be told is gone, and the job ends anyway.
-        let _ = rt.post(r, wire::WATCH_FIRE, &header, &[]);
+        let _ = cx.post(r, wire::WATCH_FIRE, &header, &[]);
     }
     report_line(&format!(
         "mttl: rank 0: deadlock: no thread on any rank could run and no message was in flight \
          for {:.1} s ({VAR}={}); stopping the job",
         still.as_secs_f64(),
-        rt.watchdog.limit.map_or(0.0, |l| l.as_secs_f64()),
+        cx.watchdog.limit.map_or(0.0, |l| l.as_secs_f64()),
     ));
     report_deadlocked_threads(0);
-    rt.linger();
+    cx.linger();
     std::process::exit(WATCHDOG_CODE);
 }
 
@@ -262,18 +340,4 @@ fn report_deadlocked_threads(rank: Rank) {
     if report_waits(rank, "waits for") == 0 {
         report_line(&format!("mttl: rank {rank}: no thread was waiting here"));
     }
-}
-
-/// Prints one line per blocked thread of this rank, `verb` saying what it
-/// does about its reason ("waits for", "gave up waiting for"). Returns how
-/// many there were.
-pub(crate) fn report_waits(rank: Rank, verb: &str) -> usize {
-    let blocked = thread::blocked_threads();
-    for b in &blocked {
-        report_line(&format!(
-            "mttl: rank {rank}: thread '{}' {verb} {}",
-            b.name, b.reason
-        ));
-    }
-    blocked.len()
 }

@@ -28,7 +28,7 @@ const STEP: u8 = 0;
 #[track_caller]
 pub fn alltoall<T: Encode + Decode<()>>(mut values: Vec<T>) -> Vec<T> {
     let reason = BlockReason::new(Kind::Alltoall.name());
-    let n = crate::runtime::size();
+    let n = crate::context::size();
     assert_eq!(
         values.len(),
         n,
@@ -73,7 +73,7 @@ pub fn alltoall<T: Encode + Decode<()>>(mut values: Vec<T>) -> Vec<T> {
 pub fn alltoall_slice<T: Pod>(send: &[T], recv: &mut [T]) {
     let reason = BlockReason::new(Kind::Alltoall.name());
     check_element_size::<T>("alltoall_slice");
-    let n = crate::runtime::size();
+    let n = crate::context::size();
     assert!(
         send.len() == recv.len() && send.len() % n == 0,
         "alltoall_slice needs send and recv of equal length, a multiple of the {n} nodes (got \
@@ -124,7 +124,7 @@ pub fn alltoall_slice<T: Pod>(send: &[T], recv: &mut [T]) {
 pub fn alltoallv<T: Pod>(send: &[T], send_counts: &[usize], recv: &mut Vec<T>) -> Vec<usize> {
     let reason = BlockReason::new(Kind::Alltoall.name());
     check_element_size::<T>("alltoallv");
-    let n = crate::runtime::size();
+    let n = crate::context::size();
     assert!(
         send_counts.len() == n && send_counts.iter().sum::<usize>() == send.len(),
         "alltoallv needs one count per node ({n}) summing to send.len() ({}), got {send_counts:?}",

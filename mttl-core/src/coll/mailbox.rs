@@ -12,18 +12,23 @@
 //!   for a sequence this node has finished is a misuse, reported at once.
 //! - All buffered messages of one sequence have the same kind (checked when
 //!   each arrives), so one check at the start of a collective covers them.
-//! - [`dispatch`] runs on the native stack with the runtime borrowed: it
-//!   only files the message and wakes the waiting thread; the thread takes
-//!   the message itself.
+//! - [`Collectives::handle`] runs on the native stack with the context
+//!   borrowed: it only files the message and wakes the waiting thread; the
+//!   thread takes the message itself.
+//!
+//! The state lives in this module's thread-local, set up and dropped by
+//! the [`Collectives`] service.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::fmt;
 
-use mttl_comm::Rank;
+use mttl_comm::{Rank, Tag};
 
-use crate::runtime::{with_rt, Runtime};
+use crate::context::{self, Context, Service};
 use crate::thread::{self, BlockReason, ThreadId};
 use crate::wire::{self, Fields};
 
@@ -97,7 +102,26 @@ struct Waiter {
     key: Key,
 }
 
-/// The collective state of one node (on the runtime).
+thread_local! {
+    static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this node's collective state.
+///
+/// # Panics
+///
+/// Panics outside a running mttl program, or when called re-entrantly.
+fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    STATE.with(|cell| {
+        let mut guard = cell.borrow_mut();
+        let state = guard.as_mut().expect(
+            "the mttl runtime is not running: call mttl from #[mttl::main] and what it invokes",
+        );
+        f(state)
+    })
+}
+
+/// The collective state of one node.
 #[derive(Default)]
 pub(crate) struct State {
     /// The sequence number of the next collective this node starts.
@@ -186,21 +210,41 @@ fn mismatch(seq: u64, one: &str, other: Kind, other_rank: Rank) -> String {
     )
 }
 
-/// Handles a `COLL` message (native stack, runtime borrowed): files it and
-/// wakes the thread waiting for it.
-pub(crate) fn dispatch(rt: &mut Runtime, src: Rank, header: &[u8], body: Vec<u8>) {
-    let mut f = Fields(header);
-    let seq = f.u64();
-    let kind = f.u8();
-    let step = f.u8();
-    let Some(kind) = Kind::from_u8(kind) else {
-        rt.fail(
-            &format!("malformed message from rank {src}: unknown collective kind {kind}"),
-            FAILURE_CODE,
-        );
-    };
-    if let Err(why) = rt.coll.accept(src, seq, kind, step, body) {
-        rt.fail(&why, FAILURE_CODE);
+/// The service of the collectives: owns `COLL` (step 3 of the protocol).
+#[derive(Debug)]
+pub(crate) struct Collectives;
+
+impl Service for Collectives {
+    fn start(_cx: &Context) -> Result<(), String> {
+        STATE.with(|cell| *cell.borrow_mut() = Some(State::default()));
+        Ok(())
+    }
+
+    fn stop() {
+        let state = STATE.with(|cell| cell.borrow_mut().take());
+        drop(state);
+    }
+
+    #[inline]
+    fn owns(kind: Tag) -> bool {
+        kind == wire::COLL
+    }
+
+    /// Files the message and wakes the thread waiting for it.
+    fn handle(cx: &mut Context, src: Rank, _kind: Tag, header: &[u8], body: Cow<'_, [u8]>) {
+        let mut f = Fields(header);
+        let seq = f.u64();
+        let kind = f.u8();
+        let step = f.u8();
+        let Some(kind) = Kind::from_u8(kind) else {
+            cx.fail(
+                &format!("malformed message from rank {src}: unknown collective kind {kind}"),
+                FAILURE_CODE,
+            );
+        };
+        if let Err(why) = with_state(|st| st.accept(src, seq, kind, step, body.into_owned())) {
+            cx.fail(&why, FAILURE_CODE);
+        }
     }
 }
 
@@ -219,14 +263,25 @@ impl Op {
     /// Starts the next collective, of `kind`, on this node. `reason` (made
     /// at the user's call site) gets the sequence number as its detail.
     pub(super) fn begin(kind: Kind, reason: BlockReason) -> Op {
-        if !thread::in_thread() && crate::runtime::size() > 1 {
+        if !thread::in_thread() && context::size() > 1 {
             panic!(
                 "mttl: {kind} must be called from an mttl thread (main, or a function it invokes)"
             );
         }
-        let (seq, rank, size) = with_rt(|rt| {
-            if let Some((s, k)) = rt.coll.current {
-                rt.fail(
+        let (seq, rank, size) = context::with(|cx| {
+            let st = with_state(|st| {
+                let current = st.current;
+                let seq = st.next_seq;
+                let filed = st.filed_kind(seq);
+                if current.is_none() && filed.is_none_or(|(k, _)| k == kind) {
+                    st.next_seq += 1;
+                    st.current = Some((seq, kind));
+                }
+                (current, seq, filed)
+            });
+            let (current, seq, filed) = st;
+            if let Some((s, k)) = current {
+                cx.fail(
                     &format!(
                         "{kind} was called while {k} #{s} is still running on this node: call \
                          collectives from one thread per node at a time"
@@ -234,18 +289,15 @@ impl Op {
                     FAILURE_CODE,
                 );
             }
-            let seq = rt.coll.next_seq;
-            if let Some((k, r)) = rt.coll.filed_kind(seq) {
+            if let Some((k, r)) = filed {
                 if k != kind {
-                    rt.fail(
+                    cx.fail(
                         &mismatch(seq, &format!("{kind} on this node"), k, r),
                         FAILURE_CODE,
                     );
                 }
             }
-            rt.coll.next_seq += 1;
-            rt.coll.current = Some((seq, kind));
-            (seq, rt.rank, rt.size)
+            (seq, cx.rank, cx.size)
         });
         Op {
             seq,
@@ -267,9 +319,9 @@ impl Op {
     /// Sends step `step` of this collective to `dest`.
     pub(super) fn send(&self, dest: Rank, step: u8, body: &[u8]) {
         let header = self.header(step);
-        with_rt(|rt| {
-            if let Err(e) = rt.post(dest, wire::COLL, &header, body) {
-                rt.fail(
+        context::with(|cx| {
+            if let Err(e) = cx.post(dest, wire::COLL, &header, body) {
+                cx.fail(
                     &format!("{} #{}: sending to rank {dest}: {e}", self.kind, self.seq),
                     FAILURE_CODE,
                 );
@@ -281,9 +333,9 @@ impl Op {
     /// without a copy.
     pub(super) fn send_owned(&self, dest: Rank, step: u8, body: Vec<u8>) {
         let header = self.header(step);
-        with_rt(|rt| {
-            if let Err(e) = rt.post_owned(dest, wire::COLL, &header, body) {
-                rt.fail(
+        context::with(|cx| {
+            if let Err(e) = cx.post_owned(dest, wire::COLL, &header, body) {
+                cx.fail(
                     &format!("{} #{}: sending to rank {dest}: {e}", self.kind, self.seq),
                     FAILURE_CODE,
                 );
@@ -296,15 +348,15 @@ impl Op {
     pub(super) fn recv(&self, src: Rank, step: u8) -> Vec<u8> {
         let key = (self.seq, src, step);
         loop {
-            let got = with_rt(|rt| match rt.coll.mailbox.remove(&key) {
+            let got = with_state(|st| match st.mailbox.remove(&key) {
                 Some(p) => {
-                    rt.coll.waiter = None;
+                    st.waiter = None;
                     Some(p.body)
                 }
                 None => {
                     let thread = thread::current()
                         .expect("a collective that receives runs in a thread (checked in begin)");
-                    rt.coll.waiter = Some(Waiter { thread, key });
+                    st.waiter = Some(Waiter { thread, key });
                     None
                 }
             });
@@ -318,15 +370,19 @@ impl Op {
     /// Stops the job: the nodes disagree about this collective.
     pub(super) fn fail(&self, why: &str) -> ! {
         let why = format!("{} #{}: {why}", self.kind, self.seq);
-        match with_rt(|rt| -> Infallible { rt.fail(&why, FAILURE_CODE) }) {}
+        match context::with(|cx| -> Infallible { cx.fail(&why, FAILURE_CODE) }) {}
     }
 }
 
 impl Drop for Op {
     fn drop(&mut self) {
-        crate::runtime::try_with_rt(|rt| {
-            rt.coll.current = None;
-            rt.coll.waiter = None;
+        let _ = STATE.try_with(|cell| {
+            if let Ok(mut guard) = cell.try_borrow_mut() {
+                if let Some(st) = guard.as_mut() {
+                    st.current = None;
+                    st.waiter = None;
+                }
+            }
         });
     }
 }

@@ -1,6 +1,8 @@
 //! Collectives: barrier, broadcast, reduce, allreduce, gather, allgather
 //! and alltoall, built from point-to-point `COLL` messages on trees, so
-//! they work on any backend.
+//! they work on any backend. As a service ([`Collectives`]) it owns the
+//! `COLL` message and this node's collective state (the sequence counter
+//! and the mailbox, in `mailbox`).
 //!
 //! # Rules of use
 //!
@@ -86,7 +88,7 @@ pub use alltoall::{alltoall, alltoall_slice, alltoallv};
 pub use barrier::barrier;
 pub use broadcast::{broadcast, broadcast_slice};
 pub use gather::{allgather, gather};
-pub(crate) use mailbox::{dispatch, State};
+pub(crate) use mailbox::Collectives;
 pub use reduce::{
     allreduce, allreduce_max, allreduce_max_slice, allreduce_min, allreduce_min_slice,
     allreduce_slice, allreduce_sum, allreduce_sum_slice, reduce,
@@ -94,7 +96,7 @@ pub use reduce::{
 
 /// Panics unless `root` is a rank of this job.
 fn check_root(what: &str, root: Rank) {
-    let size = crate::runtime::size();
+    let size = crate::context::size();
     assert!(
         root < size,
         "{what} with root {root}: the job has {size} ranks"

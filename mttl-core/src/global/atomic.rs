@@ -20,7 +20,7 @@ use super::error::{GlobalError, GlobalErrorKind};
 use super::ptr::{Access, GlobalPtr};
 use super::region::elem_size;
 use super::{or_panic, pack_addr};
-use crate::runtime::with_rt;
+use crate::context;
 use crate::wire::{self, HeaderBuf};
 
 mod sealed {
@@ -228,16 +228,16 @@ impl<T: AtomicInt> GlobalPtr<T> {
             })?;
             return applied.map(|reply| (at, reply)).map_err(|k| at.error(k));
         }
-        let request = with_rt(|rt| {
-            let r = Request::new(rt, at.node, None);
+        let request = context::with(|cx| {
+            let r = Request::new(at.node, None);
             let header = HeaderBuf::with_capacity(17)
                 .u32(at.region)
                 .u64(pack_addr(at.offset, elem))
                 .u32(r.slot())
                 .u8(code)
                 .bytes;
-            if let Err(e) = rt.post(at.node, wire::ATOMIC, &header, operands) {
-                rt.fail(&format!("sending an atomic to rank {}: {e}", at.node), 1);
+            if let Err(e) = cx.post(at.node, wire::ATOMIC, &header, operands) {
+                cx.fail(&format!("sending an atomic to rank {}: {e}", at.node), 1);
             }
             r
         });

@@ -1,6 +1,6 @@
-//! The caller's side of a global-memory request: a reply cell in the
-//! runtime's cell table that the owner's `CELL_WRITE` fills, and the wait
-//! for it.
+//! The caller's side of a global-memory request: a reply cell in this
+//! rank's cell table (`sync`) that the owner's `CELL_WRITE` fills, and the
+//! wait for it.
 //!
 //! A read gives the cell its destination buffer, so the reply's bytes are
 //! copied once, from the message straight into the caller's slice, while
@@ -19,7 +19,7 @@ use std::rc::Rc;
 use mttl_comm::Rank;
 
 use super::error::{Fault, GlobalErrorKind};
-use crate::runtime::{self, Runtime};
+use crate::sync;
 use crate::thread::{self, BlockReason, ThreadId};
 use crate::wire;
 
@@ -90,14 +90,14 @@ impl fmt::Debug for Request<'_> {
 impl<'a> Request<'a> {
     /// A reply cell for a request to `node`; an OK reply's bytes are
     /// copied into `dest` (which must then be exactly as long).
-    pub(crate) fn new(rt: &mut Runtime, node: Rank, dest: Option<&'a mut [u8]>) -> Request<'a> {
+    pub(crate) fn new(node: Rank, dest: Option<&'a mut [u8]>) -> Request<'a> {
         let cell = Rc::new(Completion {
             dest: Cell::new(dest.map(|d| (NonNull::from(&mut *d).cast::<u8>(), d.len()))),
             result: RefCell::new(None),
             waiter: Cell::new(None),
         });
         let any: Rc<dyn Any> = cell.clone();
-        let slot = rt.cells.insert(Rc::downgrade(&any), deliver);
+        let slot = sync::insert_cell(Rc::downgrade(&any), deliver);
         Request {
             cell,
             slot,
@@ -142,6 +142,6 @@ impl Drop for Request<'_> {
         // after the borrow ends.
         self.cell.dest.set(None);
         let slot = self.slot;
-        runtime::try_with_rt(|rt| rt.cells.remove(slot));
+        sync::remove_cell(slot);
     }
 }

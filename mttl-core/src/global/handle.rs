@@ -19,7 +19,7 @@ use super::guard::{BorrowError, GlobalRef, GlobalRefMut};
 use super::ptr::GlobalPtr;
 use super::region::{elem_size, RegionBuf};
 use super::{or_panic, MAX_REGION_BYTES};
-use crate::runtime::{self, with_rt};
+use super::{try_with_memory, with_cx};
 
 /// Registers `data` at this rank.
 fn register<T: Pod>(data: Box<[T]>) -> Rc<RegionBuf> {
@@ -27,9 +27,9 @@ fn register<T: Pod>(data: Box<[T]>) -> Rc<RegionBuf> {
     if bytes > u128::from(MAX_REGION_BYTES) {
         panic!("a global region of {bytes} bytes is too large (at most {MAX_REGION_BYTES})");
     }
-    with_rt(|rt| {
-        let rank = rt.rank;
-        match rt
+    with_cx(|cx| {
+        let rank = cx.rank;
+        match cx
             .global
             .regions
             .insert(|id| RegionBuf::new(id, rank, data))
@@ -41,10 +41,10 @@ fn register<T: Pod>(data: Box<[T]>) -> Rc<RegionBuf> {
 }
 
 fn unregister(buf: &RegionBuf) {
-    runtime::try_with_rt(|rt| {
+    try_with_memory(|global| {
         // The table's `Rc` goes; guards and running member functions keep
         // theirs, so the memory lives until they end.
-        drop(rt.global.regions.remove(buf.id()));
+        drop(global.regions.remove(buf.id()));
     });
 }
 

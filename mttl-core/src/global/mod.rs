@@ -1,6 +1,10 @@
 //! Global memory: [`GlobalPtr<T>`] into memory a rank registered
 //! ([`GlobalArray`], [`GlobalObject`]), remote read, write, `nwrite`,
-//! atomics and member functions, and [`fence`].
+//! atomics and member functions, [`fence`], and [`GlobalSync`].
+//!
+//! As a service ([`GlobalMemory`]) it owns the remote-memory messages and
+//! this rank's [`Memory`] (regions, the owner's deferred messages, the
+//! `nwrite`s awaiting a fence), kept in this module's thread-local.
 //!
 //! Files: `region` (a region's memory and borrow state, the region table),
 //! `handle` ([`GlobalArray`], [`GlobalObject`]), `guard` (the borrow
@@ -8,7 +12,7 @@
 //! writes), `write` (the caller's side of writes, waited for or not),
 //! `owner` (the owner's side: checks, application, deferral), `completion`
 //! (reply cells), `atomic` (the atomic operations and methods), `error`
-//! ([`GlobalError`] and its wire form).
+//! ([`GlobalError`] and its wire form), `sync_handle` ([`GlobalSync`]).
 //!
 //! # Model
 //!
@@ -126,27 +130,137 @@ mod handle;
 mod owner;
 mod ptr;
 mod region;
+mod sync_handle;
 mod write;
 
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
 
-use mttl_comm::Rank;
+use mttl_comm::{Rank, Tag};
 
 pub use self::atomic::AtomicInt;
 pub use self::error::{GlobalError, GlobalErrorKind};
 pub use self::guard::{BorrowError, GlobalRef, GlobalRefMut};
 pub use self::handle::{GlobalArray, GlobalObject};
 pub use self::ptr::GlobalPtr;
+pub use self::sync_handle::GlobalSync;
 pub use self::write::{MAX_OWNED_BYTES, MAX_OWNED_SENDS};
-
-pub(crate) use self::owner::{dispatch, receive_write_in_place, InPlace};
 
 use self::completion::Request;
 use self::error::Fault;
-use self::owner::Owner;
+use self::owner::{InPlace, Owner};
 use self::region::{RegionBuf, Regions};
-use crate::runtime::with_rt;
+use crate::context::{self, Context, Service};
 use crate::wire::{self, HeaderBuf};
+
+thread_local! {
+    static MEMORY: RefCell<Option<Memory>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this rank's global memory.
+///
+/// # Panics
+///
+/// Panics outside a running mttl program, or when called re-entrantly.
+fn with_memory<R>(f: impl FnOnce(&mut Memory) -> R) -> R {
+    MEMORY.with(|cell| {
+        let mut guard = cell.borrow_mut();
+        let memory = guard.as_mut().expect(
+            "the mttl runtime is not running: call mttl from #[mttl::main] and what it invokes",
+        );
+        f(memory)
+    })
+}
+
+/// Like [`with_memory`], doing nothing when the memory is absent or busy
+/// (for destructors).
+fn try_with_memory(f: impl FnOnce(&mut Memory)) {
+    let _ = MEMORY.try_with(|cell| {
+        if let Ok(mut guard) = cell.try_borrow_mut() {
+            if let Some(memory) = guard.as_mut() {
+                f(memory);
+            }
+        }
+    });
+}
+
+/// Runs `f` on the context with this rank's global memory beside it.
+fn with_cx<R>(f: impl FnOnce(&mut MemoryCx<'_>) -> R) -> R {
+    context::with(|cx| with_memory(|global| f(&mut MemoryCx { cx, global })))
+}
+
+/// Like [`with_cx`], doing nothing when either is absent or busy.
+fn try_with_cx(f: impl FnOnce(&mut MemoryCx<'_>)) {
+    context::try_with(|cx| try_with_memory(|global| f(&mut MemoryCx { cx, global })));
+}
+
+/// The context with this rank's global memory beside it: what the owner's
+/// side works on. Derefs to the context.
+pub(crate) struct MemoryCx<'a> {
+    cx: &'a mut Context,
+    global: &'a mut Memory,
+}
+
+impl Deref for MemoryCx<'_> {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        self.cx
+    }
+}
+
+impl DerefMut for MemoryCx<'_> {
+    fn deref_mut(&mut self) -> &mut Context {
+        self.cx
+    }
+}
+
+/// The service of global memory: owns the remote-memory messages.
+#[derive(Debug)]
+pub(crate) struct GlobalMemory;
+
+impl Service for GlobalMemory {
+    fn start(_cx: &Context) -> Result<(), String> {
+        MEMORY.with(|cell| *cell.borrow_mut() = Some(Memory::default()));
+        Ok(())
+    }
+
+    fn stop() {
+        let memory = MEMORY.with(|cell| cell.borrow_mut().take());
+        drop(memory);
+    }
+
+    #[inline]
+    fn owns(kind: Tag) -> bool {
+        matches!(
+            kind,
+            wire::WRITE | wire::WRITE_ACK | wire::READ | wire::FENCE | wire::ATOMIC | wire::METHOD
+        )
+    }
+
+    fn handle(cx: &mut Context, src: Rank, kind: Tag, header: &[u8], body: Cow<'_, [u8]>) {
+        with_memory(|global| {
+            owner::dispatch(&mut MemoryCx { cx, global }, kind, src, header, body)
+        });
+    }
+
+    /// A remote write's body lands in its region when it can.
+    fn receive_large(cx: &mut Context, src: Rank, kind: Tag, header: &[u8]) -> Option<Vec<u8>> {
+        if !matches!(kind, wire::WRITE | wire::WRITE_ACK) {
+            return Some(cx.recv_body(src));
+        }
+        let got = with_memory(|global| {
+            owner::receive_write_in_place(&mut MemoryCx { cx, global }, src, kind, header)
+        });
+        match got {
+            InPlace::Done => None,
+            InPlace::Received(body) => Some(cx.check_body(src, body)),
+            InPlace::NotTried => Some(cx.recv_body(src)),
+        }
+    }
+}
 
 /// The largest region, in bytes (offsets must fit in 48 bits).
 pub(crate) const MAX_REGION_BYTES: u64 = (1 << 48) - 1;
@@ -267,7 +381,7 @@ impl Memory {
     }
 }
 
-/// Waits until every `nwrite` and every [`GlobalSync`](crate::GlobalSync)
+/// Waits until every `nwrite` and every [`GlobalSync`]
 /// write this rank issued before the call has been applied at its owner
 /// (see the module docs). Returns at once when there
 /// are none. `barrier` calls it first.
@@ -285,20 +399,20 @@ pub fn fence() {
 /// owner: region, offset and length are the failed write's) instead of
 /// panicking. Every pending write is still waited for.
 pub fn try_fence() -> Result<(), GlobalError> {
-    let requests = with_rt(|rt| {
-        if rt.global.all_confirmed() {
+    let requests = with_cx(|cx| {
+        if cx.global.all_confirmed() {
             return Vec::new();
         }
         let mut requests = Vec::new();
-        for node in 0..rt.global.written.len() {
-            let upto = rt.global.written[node];
-            if upto == rt.global.confirmed[node] {
+        for node in 0..cx.global.written.len() {
+            let upto = cx.global.written[node];
+            if upto == cx.global.confirmed[node] {
                 continue;
             }
-            let r = Request::new(rt, node, None);
+            let r = Request::new(node, None);
             let header = HeaderBuf::with_capacity(4).u32(r.slot()).bytes;
-            if let Err(e) = rt.post(node, wire::FENCE, &header, &[]) {
-                rt.fail(&format!("sending a fence to rank {node}: {e}"), 1);
+            if let Err(e) = cx.post(node, wire::FENCE, &header, &[]) {
+                cx.fail(&format!("sending a fence to rank {node}: {e}"), 1);
             }
             requests.push((node, upto, r));
         }
@@ -307,7 +421,7 @@ pub fn try_fence() -> Result<(), GlobalError> {
     let mut first = Ok(());
     for (node, upto, r) in requests {
         let (status, body) = r.wait();
-        with_rt(|rt| rt.global.confirm(node, upto));
+        with_memory(|global| global.confirm(node, upto));
         let failed = match status {
             wire::STATUS_OK => continue,
             wire::STATUS_ERROR => Fault::decode(&body),

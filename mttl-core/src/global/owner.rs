@@ -1,7 +1,7 @@
 //! The owner's side: applying the remote-memory messages that arrive, and
 //! deferring those that would touch a borrowed region.
 //!
-//! Messages are handled on the native stack by the runtime's dispatch,
+//! Messages are handled on the native stack by the router's dispatch,
 //! which never blocks: a message is applied at once or queued, never
 //! waited for.
 //!
@@ -28,8 +28,9 @@
 //!
 //! Step 4 runs inside the guard's `Drop`, on the stack of the thread that
 //! dropped it; it only copies bytes, sends replies and spawns threads, so it
-//! never switches. Should the runtime be busy there (a guard dropped inside
-//! the runtime, which mttl itself never does), step 1 drains instead.
+//! never switches. Should the context or the global memory be busy there
+//! (a guard dropped inside a handler, which mttl itself never does), step 1
+//! drains instead.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -40,8 +41,10 @@ use mttl_comm::{CommError, CommTuning, Rank, Received, Tag};
 use super::atomic;
 use super::error::{Fault, GlobalErrorKind};
 use super::region::Exclusive;
+use super::MemoryCx;
+use crate::context::BODY_TIMEOUT;
 use crate::registry::{Callable, Registry};
-use crate::runtime::{self, Runtime, BODY_TIMEOUT};
+use crate::sync;
 use crate::thread;
 use crate::wire::{self, Fields, HeaderBuf};
 
@@ -130,17 +133,23 @@ impl Owner {
 }
 
 /// Handles a remote-memory message (steps 1 to 3).
-pub(crate) fn dispatch(rt: &mut Runtime, kind: Tag, src: Rank, header: &[u8], body: Cow<'_, [u8]>) {
+pub(crate) fn dispatch(
+    cx: &mut MemoryCx<'_>,
+    kind: Tag,
+    src: Rank,
+    header: &[u8],
+    body: Cow<'_, [u8]>,
+) {
     let held = Held::new(kind, header, body);
-    if rt.global.owner.waiting_from(src) {
-        drain_source(rt, src);
-        if rt.global.owner.waiting_from(src) {
-            rt.global.owner.push_back(src, held.into_owned());
+    if cx.global.owner.waiting_from(src) {
+        drain_source(cx, src);
+        if cx.global.owner.waiting_from(src) {
+            cx.global.owner.push_back(src, held.into_owned());
             return;
         }
     }
-    if let Err(held) = apply(rt, src, held) {
-        rt.global.owner.push_back(src, held.into_owned());
+    if let Err(held) = apply(cx, src, held) {
+        cx.global.owner.push_back(src, held.into_owned());
     }
 }
 
@@ -161,23 +170,23 @@ pub(crate) enum InPlace {
 /// waits, the header is valid, the region is not borrowed), saving a copy
 /// of what can be megabytes.
 pub(crate) fn receive_write_in_place(
-    rt: &mut Runtime,
+    cx: &mut MemoryCx<'_>,
     src: Rank,
     kind: Tag,
     header: &[u8],
 ) -> InPlace {
-    if rt.global.owner.waiting_from(src) {
+    if cx.global.owner.waiting_from(src) {
         return InPlace::NotTried;
     }
     let mut f = Fields(header);
     let (region, addr) = (f.u32(), f.u64());
     let cell = (kind == wire::WRITE_ACK).then(|| f.u32());
     // Checks all but the length, which the body tells.
-    let Ok((buf, off, _)) = rt.global.locate(region, addr, None) else {
+    let Ok((buf, off, _)) = cx.global.locate(region, addr, None) else {
         return InPlace::NotTried;
     };
     let (room, elem) = (buf.byte_len() - off, buf.elem_size());
-    let comm = &mut rt.comm;
+    let comm = &mut cx.comm;
     let got = buf.with_bytes_mut(off, room, |target| {
         comm.recv_from_into(src, Some(BODY_TIMEOUT), target, &|e| {
             e.tag == wire::DATA && e.len % elem == 0
@@ -186,9 +195,9 @@ pub(crate) fn receive_write_in_place(
     match got {
         None => InPlace::NotTried,
         Some(Ok(Some(placed @ Received::Placed(_)))) => {
-            rt.check_body(src, Ok(Some(placed)));
+            cx.check_body(src, Ok(Some(placed)));
             if let Some(cell) = cell {
-                reply(rt, src, cell, wire::STATUS_OK, &[]);
+                reply(cx, src, cell, wire::STATUS_OK, &[]);
             }
             InPlace::Done
         }
@@ -197,29 +206,29 @@ pub(crate) fn receive_write_in_place(
 }
 
 /// Step 4: applies what can be applied of every FIFO.
-pub(crate) fn drain(rt: &mut Runtime) {
-    if rt.global.owner.queued == 0 {
+pub(crate) fn drain(cx: &mut MemoryCx<'_>) {
+    if cx.global.owner.queued == 0 {
         return;
     }
-    for src in 0..rt.global.owner.queues.len() {
-        drain_source(rt, src);
+    for src in 0..cx.global.owner.queues.len() {
+        drain_source(cx, src);
     }
 }
 
-fn drain_source(rt: &mut Runtime, src: Rank) {
-    while let Some(held) = rt.global.owner.pop_front(src) {
-        if let Err(held) = apply(rt, src, held) {
-            rt.global.owner.push_front(src, held);
+fn drain_source(cx: &mut MemoryCx<'_>, src: Rank) {
+    while let Some(held) = cx.global.owner.pop_front(src) {
+        if let Err(held) = apply(cx, src, held) {
+            cx.global.owner.push_front(src, held);
             return;
         }
     }
 }
 
 /// Sends a reply into cell `cell` of `dest`.
-fn reply(rt: &mut Runtime, dest: Rank, cell: u32, status: u8, body: &[u8]) {
+fn reply(cx: &mut MemoryCx<'_>, dest: Rank, cell: u32, status: u8, body: &[u8]) {
     let header = HeaderBuf::with_capacity(5).u32(cell).u8(status).bytes;
-    if let Err(e) = rt.post(dest, wire::CELL_WRITE, &header, body) {
-        rt.fail(
+    if let Err(e) = cx.post(dest, wire::CELL_WRITE, &header, body) {
+        cx.fail(
             &format!("replying to a global-memory request of rank {dest}: {e}"),
             1,
         );
@@ -228,28 +237,28 @@ fn reply(rt: &mut Runtime, dest: Rank, cell: u32, status: u8, body: &[u8]) {
 
 /// Answers a bad request (step 2): to its reply cell, or, for an `nwrite`,
 /// to the source's next fence.
-fn refuse(rt: &mut Runtime, src: Rank, cell: Option<u32>, fault: Fault) {
+fn refuse(cx: &mut MemoryCx<'_>, src: Rank, cell: Option<u32>, fault: Fault) {
     match cell {
-        Some(cell) => reply(rt, src, cell, wire::STATUS_ERROR, &fault.encode()),
+        Some(cell) => reply(cx, src, cell, wire::STATUS_ERROR, &fault.encode()),
         None => {
-            tracing::debug!(rank = rt.rank, src, "nwrite refused: {}", fault.kind);
-            rt.global.owner.record_nwrite_fault(src, fault);
+            tracing::debug!(rank = cx.rank, src, "nwrite refused: {}", fault.kind);
+            cx.global.owner.record_nwrite_fault(src, fault);
         }
     }
 }
 
 /// Steps 2 and 3 for one message; gives it back if it must wait.
-fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>> {
+fn apply<'a>(cx: &mut MemoryCx<'_>, src: Rank, held: Held<'a>) -> Result<(), Held<'a>> {
     let mut f = Fields(&held.header);
     match held.kind {
         wire::WRITE | wire::WRITE_ACK => {
             let (region, addr) = (f.u32(), f.u64());
             let cell = (held.kind == wire::WRITE_ACK).then(|| f.u32());
-            let (buf, off, len) = match rt.global.locate(region, addr, Some(held.body.len() as u64))
+            let (buf, off, len) = match cx.global.locate(region, addr, Some(held.body.len() as u64))
             {
                 Ok(at) => at,
                 Err(fault) => {
-                    refuse(rt, src, cell, fault);
+                    refuse(cx, src, cell, fault);
                     return Ok(());
                 }
             };
@@ -262,15 +271,15 @@ fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>
                 return Err(held);
             }
             if let Some(cell) = cell {
-                reply(rt, src, cell, wire::STATUS_OK, &[]);
+                reply(cx, src, cell, wire::STATUS_OK, &[]);
             }
         }
         wire::READ => {
             let (region, addr, len, cell) = (f.u32(), f.u64(), f.u32(), f.u32());
-            let (buf, off, len) = match rt.global.locate(region, addr, Some(u64::from(len))) {
+            let (buf, off, len) = match cx.global.locate(region, addr, Some(u64::from(len))) {
                 Ok(at) => at,
                 Err(fault) => {
-                    refuse(rt, src, Some(cell), fault);
+                    refuse(cx, src, Some(cell), fault);
                     return Ok(());
                 }
             };
@@ -280,21 +289,21 @@ fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>
                 .u8(wire::STATUS_OK)
                 .bytes;
             match buf.with_bytes(off, len, |bytes| {
-                rt.post(src, wire::CELL_WRITE, &header, bytes)
+                cx.post(src, wire::CELL_WRITE, &header, bytes)
             }) {
                 None => {
                     buf.set_waiters();
                     return Err(held);
                 }
-                Some(Err(e)) => rt.fail(&format!("answering a read of rank {src}: {e}"), 1),
+                Some(Err(e)) => cx.fail(&format!("answering a read of rank {src}: {e}"), 1),
                 Some(Ok(())) => {}
             }
         }
         wire::FENCE => {
             let cell = f.u32();
-            match rt.global.owner.take_nwrite_fault(src) {
-                None => reply(rt, src, cell, wire::STATUS_OK, &[]),
-                Some(fault) => reply(rt, src, cell, wire::STATUS_ERROR, &fault.encode()),
+            match cx.global.owner.take_nwrite_fault(src) {
+                None => reply(cx, src, cell, wire::STATUS_OK, &[]),
+                Some(fault) => reply(cx, src, cell, wire::STATUS_ERROR, &fault.encode()),
             }
         }
         wire::ATOMIC => {
@@ -303,7 +312,7 @@ fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>
                 let (offset, _) = super::unpack_addr(addr);
                 let kind = GlobalErrorKind::Protocol(format!("unknown atomic type in op {op:#x}"));
                 refuse(
-                    rt,
+                    cx,
                     src,
                     Some(cell),
                     Fault {
@@ -315,10 +324,10 @@ fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>
                 );
                 return Ok(());
             };
-            let (buf, off, len) = match rt.global.locate(region, addr, Some(width as u64)) {
+            let (buf, off, len) = match cx.global.locate(region, addr, Some(width as u64)) {
                 Ok(at) => at,
                 Err(fault) => {
-                    refuse(rt, src, Some(cell), fault);
+                    refuse(cx, src, Some(cell), fault);
                     return Ok(());
                 }
             };
@@ -328,7 +337,7 @@ fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>
                     buf.set_waiters();
                     return Err(held);
                 }
-                Some(Ok(old)) => reply(rt, src, cell, wire::STATUS_OK, &old),
+                Some(Ok(old)) => reply(cx, src, cell, wire::STATUS_OK, &old),
                 Some(Err(kind)) => {
                     let fault = Fault {
                         region,
@@ -336,16 +345,16 @@ fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>
                         len: len as u64,
                         kind,
                     };
-                    refuse(rt, src, Some(cell), fault);
+                    refuse(cx, src, Some(cell), fault);
                 }
             }
         }
         wire::METHOD => {
             let (region, addr, id, cell) = (f.u32(), f.u64(), f.u64(), f.u32());
-            let (buf, off, len) = match rt.global.locate(region, addr, None) {
+            let (buf, off, len) = match cx.global.locate(region, addr, None) {
                 Ok(at) => at,
                 Err(fault) => {
-                    refuse(rt, src, Some(cell), fault);
+                    refuse(cx, src, Some(cell), fault);
                     return Ok(());
                 }
             };
@@ -355,14 +364,14 @@ fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>
                 len: len as u64,
                 kind,
             };
-            let me = rt.rank;
+            let me = cx.rank;
             let entry = match Registry::get().by_id(id) {
                 Some(e) => e,
                 None => {
                     let why = format!(
                         "rank {me} has no remote function with id {id:#018x} (are all ranks the same program?)"
                     );
-                    refuse(rt, src, Some(cell), fault(GlobalErrorKind::Method(why)));
+                    refuse(cx, src, Some(cell), fault(GlobalErrorKind::Method(why)));
                     return Ok(());
                 }
             };
@@ -373,7 +382,7 @@ fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>
                         region_elem: len as u64,
                         ptr_elem: object_size as u64,
                     };
-                    refuse(rt, src, Some(cell), fault(kind));
+                    refuse(cx, src, Some(cell), fault(kind));
                     return Ok(());
                 }
                 Callable::Free(_) => {
@@ -381,7 +390,7 @@ fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>
                         "{} is a free function: call it with mttl::invoke",
                         entry.name
                     );
-                    refuse(rt, src, Some(cell), fault(GlobalErrorKind::Method(why)));
+                    refuse(cx, src, Some(cell), fault(GlobalErrorKind::Method(why)));
                     return Ok(());
                 }
             };
@@ -414,10 +423,10 @@ fn apply<'a>(rt: &mut Runtime, src: Rank, held: Held<'a>) -> Result<(), Held<'a>
                         crate::invoke::panic_message(name, &p).into_bytes(),
                     ),
                 };
-                runtime::write_cell(src, cell, status, &body);
+                sync::write_cell(src, cell, status, &body);
             });
         }
-        other => rt.fail(
+        other => cx.fail(
             &format!(
                 "malformed message from rank {src}: kind {other} is not a remote-memory message"
             ),

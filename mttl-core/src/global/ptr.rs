@@ -18,11 +18,12 @@ use mttl_comm::Rank;
 use super::completion::Request;
 use super::error::{Fault, GlobalError, GlobalErrorKind};
 use super::region::{elem_size, Exclusive, RegionBuf};
+use super::with_memory;
 use super::{or_panic, pack_addr, MAX_REQUEST};
 use crate::codec;
+use crate::context;
 use crate::invoke::{self, RemoteMethod};
 use crate::registry::Callable;
-use crate::runtime::with_rt;
 use crate::thread;
 use crate::wire::{self, HeaderBuf};
 
@@ -247,8 +248,8 @@ impl Access {
         mut attempt: impl FnMut(&Rc<RegionBuf>, usize, usize) -> Option<R>,
     ) -> Result<R, GlobalError> {
         loop {
-            let (buf, off, len) = with_rt(|rt| {
-                rt.global
+            let (buf, off, len) = with_memory(|global| {
+                global
                     .locate(self.region, pack_addr(self.offset, elem), len)
                     .map_err(|f| self.error(f.kind))
             })?;
@@ -310,7 +311,7 @@ impl<T: Pod> GlobalPtr<T> {
 
     /// Checks what can be checked here and says whether the memory is local.
     pub(super) fn access(&self, op: &'static str, len: usize) -> Result<Access, GlobalError> {
-        let (me, size) = with_rt(|rt| (rt.rank, rt.size));
+        let (me, size) = context::rank_and_size();
         let at = Access {
             node: self.node(),
             region: self.region,
@@ -382,20 +383,20 @@ impl<T: Pod> GlobalPtr<T> {
                 buf.with_bytes(off, len, |b| out.copy_from_slice(b))
             });
         }
-        let requests = with_rt(|rt| {
+        let requests = context::with(|cx| {
             let mut requests = Vec::new();
             let mut offset = at.offset;
             for piece in out.chunks_mut(piece_len(elem)) {
                 let len = piece.len();
-                let r = Request::new(rt, at.node, Some(piece));
+                let r = Request::new(at.node, Some(piece));
                 let header = HeaderBuf::with_capacity(20)
                     .u32(at.region)
                     .u64(pack_addr(offset, elem))
                     .u32(len as u32)
                     .u32(r.slot())
                     .bytes;
-                if let Err(e) = rt.post(at.node, wire::READ, &header, &[]) {
-                    rt.fail(&format!("sending a read to rank {}: {e}", at.node), 1);
+                if let Err(e) = cx.post(at.node, wire::READ, &header, &[]) {
+                    cx.fail(&format!("sending a read to rank {}: {e}", at.node), 1);
                 }
                 requests.push(r);
                 offset = offset.wrapping_add(len as u64);
@@ -471,16 +472,16 @@ impl<T: Pod> GlobalPtr<T> {
         let mut body = Vec::new();
         codec::encode_into(&args, &mut body)
             .map_err(|e| at.error(GlobalErrorKind::Method(format!("{}: {e}", entry.name))))?;
-        let request = with_rt(|rt| {
-            let r = Request::new(rt, at.node, None);
+        let request = context::with(|cx| {
+            let r = Request::new(at.node, None);
             let header = HeaderBuf::with_capacity(24)
                 .u32(at.region)
                 .u64(pack_addr(at.offset, elem))
                 .u64(entry.id)
                 .u32(r.slot())
                 .bytes;
-            if let Err(e) = rt.post_owned(at.node, wire::METHOD, &header, body) {
-                rt.fail(
+            if let Err(e) = cx.post_owned(at.node, wire::METHOD, &header, body) {
+                cx.fail(
                     &format!("invoking {} on rank {}: {e}", entry.name, at.node),
                     1,
                 );

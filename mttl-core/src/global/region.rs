@@ -38,7 +38,6 @@ use mttl_comm::Rank;
 
 use super::error::GlobalErrorKind;
 use super::guard::BorrowError;
-use crate::runtime;
 use crate::thread::{self, BlockReason, ThreadId};
 
 /// Bits of a region id that name the slot.
@@ -247,8 +246,8 @@ impl RegionBuf {
 
     /// Once the region is free: wakes the local threads waiting for it,
     /// then applies the messages that wait for it (step 4 of the deferral
-    /// protocol in `owner`). A guard may be dropped where the runtime is
-    /// busy or gone; then the flag stays set and the next message from the
+    /// protocol in `owner`). A guard may be dropped where the context or
+    /// the global memory is busy or gone; then the flag stays set and the next message from the
     /// waiting source drains instead.
     fn released(&self) {
         if self.state.get() != FREE {
@@ -258,9 +257,9 @@ impl RegionBuf {
             thread::wake(id);
         }
         if self.waiters.get() {
-            runtime::try_with_rt(|rt| {
+            super::try_with_cx(|cx| {
                 self.waiters.set(false);
-                super::owner::drain(rt);
+                super::owner::drain(cx);
             });
         }
     }

@@ -13,21 +13,21 @@ use super::completion::Request;
 use super::error::GlobalError;
 use super::ptr::{piece_len, wait_all, GlobalPtr};
 use super::region::elem_size;
+use super::with_cx;
 use super::{or_panic, pack_addr};
-use crate::runtime::{with_rt, OwnedSend, Runtime};
+use crate::context::{self, Context, OwnedSend};
 use crate::thread;
 use crate::wire::{self, HeaderBuf};
 
 /// Whether a write body of `len` bytes goes as a second message, straight
-/// from the caller's slice ([`Runtime::post_split`]), rather than copied
+/// from the caller's slice ([`Context::post_split`]), rather than copied
 /// behind its header: above the backend's
-/// [`combine_len`](mttl_comm::CommTuning::combine_len) (on MPI 2 KiB, 8 KiB on
-/// MPICH). On TCP every message costs a system call and a pass through the
-/// loopback stack, which outweighs the copies up to the eager limit (8 and
-/// 16 KiB writes ran a third slower split), so there write bodies split
+/// [`combine_len`](mttl_comm::CommTuning::combine_len). On TCP every message
+/// costs a system call and a pass through the loopback stack, which
+/// outweighs the copies up to the eager limit, so there write bodies split
 /// only where every body does.
-fn splits_write(rt: &Runtime, len: usize) -> bool {
-    len > rt.comm.combine_len()
+fn splits_write(cx: &Context, len: usize) -> bool {
+    len > cx.comm.combine_len()
 }
 
 /// Whether a write body of `len` bytes, from a thread, leaves by a
@@ -39,8 +39,8 @@ fn splits_write(rt: &Runtime, len: usize) -> bool {
 /// own (fresh pages), and copies it into the region afterwards. Sent while
 /// the thread yields, the body leaves the same way, and this rank's loop
 /// meanwhile receives the other's straight into its region.
-fn leaves_while_yielding(rt: &Runtime, len: usize) -> bool {
-    len > YIELDING_WRITE && splits_write(rt, len)
+fn leaves_while_yielding(cx: &Context, len: usize) -> bool {
+    len > YIELDING_WRITE && splits_write(cx, len)
 }
 
 /// See [`leaves_while_yielding`]: smaller bodies leave within a few
@@ -50,20 +50,20 @@ const YIELDING_WRITE: usize = 64 << 10;
 /// Yields until the non-blocking send `handle` to `node` is over, so the
 /// caller's borrowed body outlives it. A thread still waiting here when the
 /// job ends is unwound only after the runtime has waited for the send
-/// (`Runtime::finish_borrowed_sends`).
+/// (`Context::finish_borrowed_sends`).
 fn wait_for_send(node: Rank, handle: SendHandle) {
     loop {
-        let done = with_rt(|rt| {
-            rt.stats.test += 1;
+        let done = context::with(|cx| {
+            cx.stats.test += 1;
             // The runtime's loop, which runs at every yield, takes what
             // arrives meanwhile: a body written to this rank is left in the
             // network for it to place.
-            let done = rt
+            let done = cx
                 .comm
                 .send_finished(handle)
-                .unwrap_or_else(|e| rt.fail(&format!("sending a write to rank {node}: {e}"), 1));
+                .unwrap_or_else(|e| cx.fail(&format!("sending a write to rank {node}: {e}"), 1));
             if done {
-                rt.borrowed_sends.retain(|&h| h != handle);
+                cx.borrowed_sends.retain(|&h| h != handle);
             }
             done
         });
@@ -94,27 +94,27 @@ pub(crate) fn reap_owned_sends(max_sends: usize, max_bytes: usize) {
     // every yield (as in `wait_for_send`).
     let yields = thread::in_thread();
     loop {
-        let done = with_rt(|rt| {
-            while let Some(send) = rt.owned_sends.front() {
-                rt.stats.test += 1;
+        let done = context::with(|cx| {
+            while let Some(send) = cx.owned_sends.front() {
+                cx.stats.test += 1;
                 let node = send.handle.dest;
                 let over = if yields {
-                    rt.comm.send_finished(send.handle)
+                    cx.comm.send_finished(send.handle)
                 } else {
-                    rt.comm.send_done(send.handle)
+                    cx.comm.send_done(send.handle)
                 };
                 match over {
                     Ok(true) => {
-                        if let Some(send) = rt.owned_sends.pop_front() {
-                            rt.owned_bytes -= send.len;
+                        if let Some(send) = cx.owned_sends.pop_front() {
+                            cx.owned_bytes -= send.len;
                         }
                     }
                     Ok(false) => break,
-                    Err(e) => rt.fail(&format!("sending a write to rank {node}: {e}"), 1),
+                    Err(e) => cx.fail(&format!("sending a write to rank {node}: {e}"), 1),
                 }
             }
-            let sends = rt.owned_sends.len();
-            sends <= max_sends && (rt.owned_bytes <= max_bytes || sends <= 1)
+            let sends = cx.owned_sends.len();
+            sends <= max_sends && (cx.owned_bytes <= max_bytes || sends <= 1)
         });
         if done {
             return;
@@ -237,7 +237,7 @@ impl<T: Pod> GlobalPtr<T> {
         let elems: &[T] = (*data).as_ref();
         let bytes: &[u8] = bytemuck::cast_slice(elems);
         let at = self.access("nwrite", bytes.len())?;
-        if at.local || !with_rt(|rt| splits_write(rt, bytes.len())) {
+        if at.local || !context::with(|cx| splits_write(cx, bytes.len())) {
             return self.put(elems, "nwrite", false);
         }
         let elem = elem_size::<T>();
@@ -252,8 +252,8 @@ impl<T: Pod> GlobalPtr<T> {
             // can change behind a shared reference, and no one else holds
             // the `Rc`), until the last piece's send is over.
             let piece = unsafe { std::slice::from_raw_parts(ptr.add(start), n) };
-            with_rt(|rt| {
-                rt.global.note_nwrite(at.node);
+            with_cx(|cx| {
+                cx.global.note_nwrite(at.node);
                 let header = HeaderBuf::with_capacity(16)
                     .u32(at.region)
                     .u64(pack_addr(offset, elem))
@@ -261,13 +261,13 @@ impl<T: Pod> GlobalPtr<T> {
                 // SAFETY: as above; the handle goes into `owned_sends`
                 // with, for the last piece, the `Rc`.
                 let sent =
-                    unsafe { rt.post_split_nonblocking(at.node, wire::WRITE, &header, piece) };
+                    unsafe { cx.post_split_nonblocking(at.node, wire::WRITE, &header, piece) };
                 let handle = sent.unwrap_or_else(|e| {
-                    rt.fail(&format!("sending a write to rank {}: {e}", at.node), 1)
+                    cx.fail(&format!("sending a write to rank {}: {e}", at.node), 1)
                 });
                 let _body = if i + 1 == pieces { body.take() } else { None };
-                rt.owned_bytes += n;
-                rt.owned_sends.push_back(OwnedSend {
+                cx.owned_bytes += n;
+                cx.owned_sends.push_back(OwnedSend {
                     handle,
                     len: n,
                     _body,
@@ -297,46 +297,45 @@ impl<T: Pod> GlobalPtr<T> {
         let mut requests = Vec::new();
         let mut offset = at.offset;
         for piece in data.chunks(piece_len(elem)) {
-            let leaving = with_rt(|rt| {
+            let leaving = with_cx(|cx| {
                 let header = HeaderBuf::with_capacity(16)
                     .u32(at.region)
                     .u64(pack_addr(offset, elem));
                 let (kind, header) = if wait {
-                    let r = Request::new(rt, at.node, None);
+                    let r = Request::new(at.node, None);
                     let header = header.u32(r.slot()).bytes;
                     requests.push(r);
                     (wire::WRITE_ACK, header)
                 } else {
-                    rt.global.note_nwrite(at.node);
+                    cx.global.note_nwrite(at.node);
                     (wire::WRITE, header.bytes)
                 };
-                let large = piece.len() > rt.eager_limit;
-                let sent = if yields && leaves_while_yielding(rt, piece.len()) {
+                let large = piece.len() > cx.eager_limit;
+                let sent = if yields && leaves_while_yielding(cx, piece.len()) {
                     // SAFETY: `piece` stays borrowed until this function
                     // returns, which is after `wait_for_send` saw the send
                     // over (or gave up on it while the job ends).
-                    let sent = unsafe { rt.post_split_borrowed(at.node, kind, &header, piece) };
+                    let sent = unsafe { cx.post_split_borrowed(at.node, kind, &header, piece) };
                     return Some(Some(sent.unwrap_or_else(|e| {
-                        rt.fail(&format!("sending a write to rank {}: {e}", at.node), 1)
+                        cx.fail(&format!("sending a write to rank {}: {e}", at.node), 1)
                     })));
-                } else if splits_write(rt, piece.len()) {
-                    rt.post_split(at.node, kind, &header, piece)
+                } else if splits_write(cx, piece.len()) {
+                    cx.post_split(at.node, kind, &header, piece)
                 } else {
-                    rt.post(at.node, kind, &header, piece)
+                    cx.post(at.node, kind, &header, piece)
                 };
                 if let Err(e) = sent {
-                    rt.fail(&format!("sending a write to rank {}: {e}", at.node), 1);
+                    cx.fail(&format!("sending a write to rank {}: {e}", at.node), 1);
                 }
-                if yields && large && rt.comm.holds_received() {
+                if yields && large && cx.comm.holds_received() {
                     // While the send blocked, the backend took what peers
                     // sent meanwhile (the contract's progress rule), but
                     // only the loop places it, when this thread yields. A
                     // thread writing large bodies in a loop to peers doing
                     // the same would otherwise pile up every body sent here
-                    // until its loop ends: on TCP a hundred 16 MiB nwrites
-                    // each way held 1.6 GB per rank and, in fresh pages,
-                    // ran at 0.1 GB/s. Yielding to the loop keeps that to
-                    // one body per peer, in memory reused at once.
+                    // until its loop ends, in ever fresh pages. Yielding to
+                    // the loop keeps that to one body per peer, in memory
+                    // reused at once.
                     return Some(None);
                 }
                 None

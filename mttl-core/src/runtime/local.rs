@@ -34,7 +34,7 @@ use mttl_comm::backend::local::LocalComm;
 use mttl_comm::{AnyComm, Comm, CommError};
 
 use super::start::{run_rank, MainResult};
-use super::FAILURE_CODE;
+use crate::context::FAILURE_CODE;
 
 /// The native stack of a rank's OS thread: as much as a process's main
 /// thread gets (the loop and the dispatcher run there; mttl threads run on

@@ -8,7 +8,11 @@
 //!
 //! Files: `sched` (slots, ready queue, run loop), `stack` (stack
 //! size and pool), `reason` (why a thread blocks), `panic` (panic capture),
-//! `overflow` (stack-overflow detection).
+//! `overflow` (stack-overflow detection), `id` ([`ThreadId`]). They form
+//! layers: `id` and `stack` at the bottom; `reason`, `panic` and `overflow`
+//! above them; `sched` above those; this file, the API, on top. `panic`
+//! and `overflow` learn the running thread from a function `sched` hands
+//! them when it installs them, so neither imports the scheduler.
 //!
 //! # Invariants
 //!
@@ -93,6 +97,7 @@
 //! assert_sync::<mttl_core::thread::ThreadId>();
 //! ```
 
+mod id;
 mod overflow;
 mod panic;
 mod reason;
@@ -102,9 +107,7 @@ mod stack;
 #[cfg(test)]
 mod tests;
 
-use std::fmt;
-use std::marker::PhantomData;
-
+pub use self::id::ThreadId;
 pub use self::panic::{PanicLocation, ThreadPanic};
 pub use self::reason::{BlockReason, BlockedThread};
 pub use self::sched::SpawnError;
@@ -112,55 +115,6 @@ pub use self::stack::{
     configured_stack_size, parse_stack_size, stack_size, StackSizeError, StackStats,
     DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE, STACK_SIZE_VAR,
 };
-
-/// Identifies an mttl thread on its OS thread. Ids of finished threads are
-/// stale: operations on them do nothing.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ThreadId {
-    index: u32,
-    generation: u32,
-    /// Ids belong to one OS thread's scheduler.
-    _not_send: PhantomData<*const ()>,
-}
-
-impl ThreadId {
-    /// The id reported for code running on the native stack (never a
-    /// thread's: its generation is never issued).
-    fn native() -> Self {
-        Self::new(u32::MAX, u32::MAX)
-    }
-
-    #[inline]
-    fn new(index: u32, generation: u32) -> Self {
-        Self {
-            index,
-            generation,
-            _not_send: PhantomData,
-        }
-    }
-
-    #[inline]
-    fn index(self) -> u32 {
-        self.index
-    }
-
-    #[inline]
-    fn generation(self) -> u32 {
-        self.generation
-    }
-}
-
-impl fmt::Debug for ThreadId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ThreadId({}.{})", self.index, self.generation)
-    }
-}
-
-impl fmt::Display for ThreadId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{}.{}", self.index, self.generation)
-    }
-}
 
 /// Creates a thread running `f` and appends it to the ready queue; it runs
 /// when [`run_ready`] reaches it. Callable on the native stack or from a

@@ -11,7 +11,9 @@
 //!    installed (installing it again if someone, e.g. an MPI library, replaced
 //!    it since, and remembering whatever was there to chain to), and that its
 //!    OS thread has an alternate signal stack (`sigaltstack`), because the
-//!    faulting stack has no room left to run a handler on.
+//!    faulting stack has no room left to run a handler on. It hands the
+//!    handler its lookup of the running thread's guard page (so this module
+//!    does not import the scheduler).
 //! 2. The scheduler records the running mttl thread in a thread-local before
 //!    each resume; the thread's slot holds its guard-page range and name.
 //! 3. On a fault, the handler reads the faulting address (`si_addr`). If it
@@ -32,7 +34,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use super::stack::{fmt_size, page_size, STACK_SIZE_VAR};
 
@@ -65,9 +67,19 @@ fn previous(signal: libc::c_int) -> &'static Previous {
     }
 }
 
+/// The scheduler's lookup for step 3: the name of the mttl thread running
+/// on this OS thread if `address` is in its guard page. Reading it is an
+/// atomic load, which a signal handler may do.
+static OVERFLOWED_THREAD: OnceLock<fn(usize) -> Option<&'static str>> = OnceLock::new();
+
 /// Step 1 (process part): installs the handler for `SIGSEGV` and `SIGBUS`
-/// unless it is already the installed one.
-pub(super) fn install_handler(stack_bytes: usize) -> io::Result<()> {
+/// unless it is already the installed one; `overflowed_thread` is the
+/// scheduler's lookup for step 3.
+pub(super) fn install_handler(
+    stack_bytes: usize,
+    overflowed_thread: fn(usize) -> Option<&'static str>,
+) -> io::Result<()> {
+    let _ = OVERFLOWED_THREAD.set(overflowed_thread);
     static INSTALL: Mutex<()> = Mutex::new(());
     STACK_BYTES.store(stack_bytes, Ordering::Relaxed);
     let _serialised = INSTALL.lock().unwrap_or_else(|poison| poison.into_inner());
@@ -240,7 +252,8 @@ extern "C" fn on_fault(
     // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler;
     // si_addr is meaningful for SIGSEGV and SIGBUS.
     let address = unsafe { (*info).si_addr() } as usize;
-    if let Some(name) = super::sched::overflowed_thread(address) {
+    let name = OVERFLOWED_THREAD.get().and_then(|lookup| lookup(address));
+    if let Some(name) = name {
         let message = overflow_message(name, STACK_BYTES.load(Ordering::Relaxed));
         let mut written = 0;
         while written < message.len {

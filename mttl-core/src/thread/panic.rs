@@ -4,7 +4,8 @@
 //!
 //! How a panic is captured:
 //! 1. The first scheduler in the process installs a hook that wraps the hook
-//!    in place at that time (the default one, or the test harness's).
+//!    in place at that time (the default one, or the test harness's), and
+//!    hands it its `current`, which names the running mttl thread.
 //! 2. When a panic starts on an OS thread that is running an mttl thread, the
 //!    hook copies the panic's source location into a thread-local
 //!    `LAST_SITE`, tagged with the mttl thread's id, then calls the wrapped
@@ -24,9 +25,9 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe, PanicHookInfo};
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
-use super::ThreadId;
+use super::id::ThreadId;
 
 /// A panic that ended an mttl thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,8 +75,13 @@ thread_local! {
     static LAST_SITE: RefCell<Option<(ThreadId, PanicLocation)>> = const { RefCell::new(None) };
 }
 
-/// Installs the hook wrapper once per process (see the module docs, step 1).
-pub(super) fn install_hook() {
+/// The scheduler's `current`: the mttl thread running on this OS thread.
+static CURRENT: OnceLock<fn() -> Option<ThreadId>> = OnceLock::new();
+
+/// Installs the hook wrapper once per process (see the module docs, step
+/// 1); `current` tells it which mttl thread runs.
+pub(super) fn install_hook(current: fn() -> Option<ThreadId>) {
+    let _ = CURRENT.set(current);
     static INSTALL: Once = Once::new();
     if std::thread::panicking() {
         // The hook cannot be changed while panicking; a later spawn will do it.
@@ -92,7 +98,8 @@ pub(super) fn install_hook() {
 
 /// Step 2: remembers where the current mttl thread panicked.
 fn note_site(info: &PanicHookInfo<'_>) {
-    let (Some(id), Some(location)) = (super::current(), info.location()) else {
+    let current = CURRENT.get().and_then(|current| current());
+    let (Some(id), Some(location)) = (current, info.location()) else {
         return;
     };
     let site = PanicLocation {

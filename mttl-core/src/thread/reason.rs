@@ -9,7 +9,7 @@
 use std::fmt;
 use std::panic::Location;
 
-use super::ThreadId;
+use super::id::ThreadId;
 
 /// What a blocked thread waits for, and where it started waiting.
 ///

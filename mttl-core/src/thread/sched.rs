@@ -30,13 +30,13 @@ use std::ptr::{self, NonNull};
 use corosensei::stack::{DefaultStack, Stack};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
+use super::id::ThreadId;
 use super::overflow::{self, AltStack};
 use super::panic::{self, ThreadPanic};
 use super::reason::{BlockReason, BlockedThread};
 use super::stack::{
     configured_stack_size, page_size, SizeText, StackPool, StackSizeError, StackStats,
 };
-use super::ThreadId;
 
 type ThreadCoroutine = Coroutine<(), (), (), DefaultStack>;
 type ThreadYielder = Yielder<(), ()>;
@@ -215,9 +215,9 @@ impl Scheduler {
     fn start(&self, name: &'static str) -> Result<(), SpawnError> {
         let bytes =
             configured_stack_size().map_err(|source| SpawnError::StackSize { name, source })?;
-        panic::install_hook();
+        panic::install_hook(current);
         let signal = |source| SpawnError::Signal { name, source };
-        overflow::install_handler(bytes).map_err(signal)?;
+        overflow::install_handler(bytes, overflowed_thread).map_err(signal)?;
         *self.alt_stack.borrow_mut() = overflow::ensure_alt_stack().map_err(signal)?;
         self.page.set(page_size());
         self.stack_bytes.set(bytes);
@@ -559,7 +559,7 @@ pub(super) fn stack_stats() -> StackStats {
 /// For the overflow handler: the name of the thread running on this OS
 /// thread if `address` lies in its stack's guard page. Async-signal-safe:
 /// reads a destructor-free thread-local and `Cell`s only.
-pub(super) fn overflowed_thread(address: usize) -> Option<&'static str> {
+fn overflowed_thread(address: usize) -> Option<&'static str> {
     let slot = current_slot()?;
     let (low, high) = slot.guard.get();
     (low <= address && address < high).then(|| slot.name.get())

@@ -1,20 +1,21 @@
-//! Sending from the runtime: a message with its header and body, a large
-//! body split off behind its header (the sending thread waiting for it, or
-//! its memory borrowed or owned while it leaves), and the flushing of the
-//! batches of small messages the threads left in the outbox.
+//! Sending: a message with its header and body, a large body split off
+//! behind its header (the sending thread waiting for it, or its memory
+//! borrowed or owned while it leaves), and the flushing of the batches of
+//! small messages the threads left in the outbox. The large-message
+//! protocol's steps are in [`wire`].
 
 use std::time::Duration;
 
 use mttl_comm::{Comm, CommError, CommTuning, ErrorKind, Op, Rank, SendHandle, Tag};
 
-use super::Runtime;
+use super::Context;
 use crate::outbox::Route;
 use crate::wire;
 
 /// How long the end of a job waits for the sends of borrowed bodies.
 const BORROWED_SEND_WAIT: Duration = Duration::from_secs(5);
 
-impl Runtime {
+impl Context {
     /// Sends a message of `kind` with `header` and `body` to `dest`,
     /// splitting a large body off (see [`wire`]). Returns when both buffers
     /// may be reused.
@@ -110,7 +111,7 @@ impl Runtime {
     /// unwound and their memory released.
     /// Owned bodies still in flight are waited for too, so that the
     /// comm layer finishes with nothing left to send.
-    pub(super) fn finish_borrowed_sends(&mut self) {
+    pub(crate) fn finish_borrowed_sends(&mut self) {
         let start = std::time::Instant::now();
         while let Some(&handle) = self.borrowed_sends.last() {
             match self.comm.send_done(handle) {
@@ -142,7 +143,7 @@ impl Runtime {
     /// `body_len` bytes can be sent (a header whose body cannot follow would
     /// leave `dest` waiting for it) and sends the small messages batched
     /// for `dest`, which go first.
-    pub(super) fn check_large(&mut self, dest: Rank, body_len: usize) -> Result<(), CommError> {
+    fn check_large(&mut self, dest: Rank, body_len: usize) -> Result<(), CommError> {
         let max = self.comm.max_message_len();
         if body_len > max {
             return Err(CommError::new(
@@ -156,7 +157,7 @@ impl Runtime {
 
     /// Step 1 of the large-message protocol, once the body is known to be
     /// sendable: the header alone.
-    pub(super) fn send_large_header(
+    fn send_large_header(
         &mut self,
         dest: Rank,
         kind: Tag,
@@ -200,6 +201,13 @@ impl Runtime {
         let sent = self.comm.send(dest, wire::BATCH, &batch);
         self.outbox.sent_batch(dest, batch);
         sent
+    }
+
+    /// [`flush_all`](Self::flush_all), stopping the job if a send fails.
+    pub(crate) fn flush_all_or_fail(&mut self) {
+        if let Err(e) = self.flush_all() {
+            self.comm_failed(&e);
+        }
     }
 
     /// Sends every batch (the loop is about to look at the network).

@@ -1,0 +1,121 @@
+//! Stopping the job when something fails on this rank: a thread panic, a
+//! comm error, a malformed message.
+//!
+//! # Failure protocol
+//!
+//! 1. The failing rank prints one line naming itself and the cause
+//!    ([`Context::fail`], [`Context::comm_failed`]); when the cause is a
+//!    rank that is gone, it also prints what each of its blocked threads
+//!    gave up waiting for.
+//! 2. It sends `ABORT(code, why)` to every other rank, on its own, never in
+//!    a batch (a rank waiting for the body of a large message takes it for
+//!    what it is).
+//! 3. It lingers [`ABORT_LINGER`], then exits with the code: a launcher
+//!    kills every rank once one exits non-zero, and each rank should get to
+//!    say why it stops.
+//! 4. A rank receiving `ABORT` ([`Context::aborted`]) prints whose failure
+//!    stopped it and what its blocked threads gave up waiting for, waits as
+//!    long as the failing rank lingers, so that one exits first, and exits
+//!    with the same code.
+
+use std::time::Duration;
+
+use mttl_comm::{Comm, CommError, Rank};
+
+use super::{Context, FAILURE_CODE};
+use crate::thread;
+use crate::wire::{self, HeaderBuf};
+
+/// How long a failing rank waits after sending its aborts before exiting.
+const ABORT_LINGER: Duration = Duration::from_millis(300);
+
+impl Context {
+    /// Stops the job because of `why` (steps 1 to 3). Never returns.
+    pub(crate) fn fail(&mut self, why: &str, code: i32) -> ! {
+        report_line(&format!("mttl: rank {}: {why}", self.rank));
+        self.abort_others(why, code)
+    }
+
+    /// Stops the job because a comm primitive failed. When a peer is gone,
+    /// says what each thread of this rank was waiting for: none of it will
+    /// come.
+    pub(crate) fn comm_failed(&mut self, e: &CommError) -> ! {
+        // The error names this rank already; say it once.
+        let why = format!("{}: {}", e.op, e.kind);
+        report_line(&format!("mttl: rank {}: {why}", self.rank));
+        if e.lost_peer().is_some() {
+            report_waits(self.rank, "gave up waiting for");
+        }
+        self.abort_others(&why, FAILURE_CODE)
+    }
+
+    /// Steps 2 and 3: sends `ABORT` to every other rank, lingers and exits
+    /// with `code`.
+    fn abort_others(&mut self, why: &str, code: i32) -> ! {
+        let mut message = HeaderBuf::with_capacity(4).i32(code).bytes;
+        message.extend_from_slice(format!("rank {}: {why}", self.rank).as_bytes());
+        let me = self.rank;
+        for r in (0..self.size).filter(|&r| r != me) {
+            let _ = self.flush(r);
+            let _ = self.comm.send(r, wire::ABORT, &message);
+        }
+        self.linger();
+        std::process::exit(code);
+    }
+
+    /// Step 3, also before a rank stopping the job for another reason (the
+    /// deadlock watchdog) exits: sends what it can and gives the other ranks
+    /// a moment to read it and say why they stop.
+    pub(crate) fn linger(&mut self) {
+        // What could not be sent is lost with its rank anyway.
+        let _ = self.flush_all();
+        if self.size > 1 {
+            std::thread::sleep(ABORT_LINGER);
+        }
+    }
+
+    /// Step 4: another rank failed and sent `ABORT` with `code` and `why`.
+    pub(crate) fn aborted(&self, code: i32, why: &[u8]) -> ! {
+        report_line(&format!(
+            "mttl: rank {}: stopping because {}",
+            self.rank,
+            String::from_utf8_lossy(why)
+        ));
+        report_waits(self.rank, "gave up waiting for");
+        let_the_failing_rank_exit_first();
+        std::process::exit(if code == 0 { FAILURE_CODE } else { code });
+    }
+}
+
+/// Before a rank stopped by another one's failure exits, once it has said
+/// why: waits as long as the failing rank lingers, so that the failing rank
+/// exits first. A launcher kills every rank once one exits non-zero (MPICH's
+/// Hydra within milliseconds), which would cut short the reports of the
+/// ranks still writing theirs.
+pub(crate) fn let_the_failing_rank_exit_first() {
+    std::thread::sleep(ABORT_LINGER);
+}
+
+/// Prints `line` and a newline on stderr in one write, so that it stays
+/// whole when ranks share a pipe or `mpirun --tag-output` tags each write.
+pub(crate) fn report_line(line: &str) {
+    use std::io::Write as _;
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// Prints one line per blocked thread of this rank, `verb` saying what it
+/// does about its reason ("waits for", "gave up waiting for"). Returns how
+/// many there were.
+pub(crate) fn report_waits(rank: Rank, verb: &str) -> usize {
+    let blocked = thread::blocked_threads();
+    for b in &blocked {
+        report_line(&format!(
+            "mttl: rank {rank}: thread '{}' {verb} {}",
+            b.name, b.reason
+        ));
+    }
+    blocked.len()
+}

@@ -1,0 +1,95 @@
+//! Start-up step 3: the ranks check that they run the same program.
+//!
+//! 1. Every rank but 0 sends `HELLO` with the digest of its registry of
+//!    remote functions and their listing, then waits for rank 0's answer.
+//! 2. Rank 0 takes one `HELLO` from each rank and compares its digest with
+//!    its own, explaining each difference from the listing.
+//! 3. It answers every rank with `HELLO_ACK`: `STATUS_OK`, or
+//!    `STATUS_ERROR` and the differences.
+//! 4. On a difference every rank prints it and exits with
+//!    [`MISMATCH_CODE`]; rank 0 waits a moment first, so its answers reach
+//!    every rank.
+
+use std::time::Duration;
+
+use mttl_comm::Comm;
+
+use super::{exit, MISMATCH_CODE};
+use crate::context::{self, report_line, FAILURE_CODE};
+use crate::registry::Registry;
+use crate::wire::{self, Fields, HeaderBuf};
+
+/// Start-up step 3.
+pub(super) fn check_registries() {
+    context::with(|cx| {
+        let reg = Registry::get();
+        if cx.size == 1 {
+            return;
+        }
+        if cx.rank != 0 {
+            let header = HeaderBuf::with_capacity(8).u64(reg.digest()).bytes;
+            if let Err(e) = cx.post(0, wire::HELLO, &header, reg.listing().as_bytes()) {
+                cx.comm_failed(&e);
+            }
+            let ack = match cx.comm.recv_from(0, None) {
+                Ok(Some(m)) if m.tag == wire::HELLO_ACK && !m.data.is_empty() => m,
+                Ok(_) => cx.fail(
+                    "rank 0 answered the start-up check with something else",
+                    FAILURE_CODE,
+                ),
+                Err(e) => cx.comm_failed(&e),
+            };
+            cx.stats.recv += 1;
+            if ack.data[0] != wire::STATUS_OK {
+                report_line(&format!(
+                    "mttl: rank {}: refused at start-up: {}",
+                    cx.rank,
+                    String::from_utf8_lossy(&ack.data[1..])
+                ));
+                std::process::exit(MISMATCH_CODE);
+            }
+            return;
+        }
+        let mut problems = Vec::new();
+        for _ in 1..cx.size {
+            let m = match cx.comm.recv_any(None) {
+                Ok(Some(m)) if m.tag == wire::HELLO && m.data.len() >= 8 => m,
+                Ok(Some(m)) => cx.fail(
+                    &format!(
+                        "rank {} sent kind {} before the start-up check",
+                        m.source, m.tag
+                    ),
+                    FAILURE_CODE,
+                ),
+                Ok(None) => continue,
+                Err(e) => cx.comm_failed(&e),
+            };
+            cx.stats.recv += 1;
+            let digest = Fields(&m.data[..8]).u64();
+            if digest != reg.digest() {
+                problems
+                    .push(reg.explain_mismatch(m.source, &String::from_utf8_lossy(&m.data[8..])));
+            }
+        }
+        let verdict = if problems.is_empty() {
+            vec![wire::STATUS_OK]
+        } else {
+            let mut v = vec![wire::STATUS_ERROR];
+            v.extend_from_slice(problems.join("\n").as_bytes());
+            v
+        };
+        for r in 1..cx.size {
+            let _ = cx.post(r, wire::HELLO_ACK, &verdict, &[]);
+        }
+        if !problems.is_empty() {
+            report_line(&format!(
+                "mttl: rank 0: refusing to start: {}",
+                problems.join("\n")
+            ));
+            // Let the verdicts reach every rank before leaving.
+            exit::set_code(MISMATCH_CODE);
+            std::thread::sleep(Duration::from_millis(200));
+            std::process::exit(MISMATCH_CODE);
+        }
+    });
+}
