@@ -16,7 +16,7 @@
 //! limit but beyond the body's bytes fails when they run out. Every failure
 //! is an error naming the type, never a panic: fuzzed by
 //! `fuzz/fuzz_targets/arg_decoder.rs`, checked in CI by
-//! `mttl-core/tests/arg_decoder.rs`.
+//! `tests/arg_decoder.rs` at the workspace root.
 
 use bincode::config::{self, Configuration, Limit, LittleEndian, Varint};
 use bincode::error::DecodeError;

@@ -1,6 +1,5 @@
-//! What the decoder property tests share (`mttl-comm/tests/malformed_input.rs`
-//! and `mttl-core/tests/arg_decoder.rs` include it with `#[path]`): an
-//! allocator that notes the largest request, and a seeded random generator.
+//! What the decoder property tests share (`tests/frame_decoder.rs` and
+//! `tests/arg_decoder.rs`): an allocator that notes the largest request, and a seeded random generator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

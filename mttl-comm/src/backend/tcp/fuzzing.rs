@@ -1,6 +1,6 @@
 //! The frame decoder, reachable from outside the crate for the fuzz targets
 //! (`fuzz/`, `cargo fuzz run frame_decoder`) and the property tests
-//! (`mttl-comm/tests/malformed_input.rs`). Not part of the API: hidden from
+//! (`tests/frame_decoder.rs` at the workspace root). Not part of the API: hidden from
 //! the docs, and it may change with the frame format.
 //!
 //! [`decode_stream`] feeds a byte stream to a [`FrameReader`] exactly as the

@@ -21,7 +21,6 @@ const DEFAULT_MAX: usize = 1 << 30;
 /// The rank the streams come from, as errors name it.
 const PEER: usize = 3;
 
-#[path = "../../tests/decoder_support/mod.rs"]
 mod decoder_support;
 
 use decoder_support::{largest_allocation, Rng};

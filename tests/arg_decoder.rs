@@ -25,7 +25,6 @@ const MIN_CLAIM: usize = 1 << 20;
 /// two, plus a control byte each); everything else reserves its claim.
 const ALLOCATION_BOUND: usize = 3 * MIN_CLAIM;
 
-#[path = "../../tests/decoder_support/mod.rs"]
 mod decoder_support;
 
 use decoder_support::{largest_allocation, Rng};
