@@ -227,7 +227,7 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
             )
         },
     )?;
-    let summary = Summary::new(&task.sizes, &swept.runs);
+    let summary = Summary::new(&sizes, &swept.runs);
     let title = format!(
         "Remote-write throughput, 2 ranks, best of {} sweep(s)",
         args.reps

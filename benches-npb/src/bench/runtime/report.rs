@@ -1,31 +1,19 @@
-//! From runs to figures: the best run per configuration and metric, the
-//! table, the targets check and the `--json` document.
-//!
-//! A run's figure is the median of its samples; of the K runs the lowest
-//! time per operation is kept (the machine is shared and noisy: slower runs
-//! measure the neighbours).
-
-use std::collections::HashMap;
+//! From runs to figures: per configuration and metric the best run
+//! (the [figures table](crate::bench::sweep::figures), every metric a time
+//! per operation, the lowest kept), the table, the targets check and the
+//! `--json` document.
 
 use serde_json::{json, Map, Value};
 
 use super::measure::{Metric, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
 use super::Config;
+use crate::bench::sweep::figures::{self, Figure};
 use crate::bench::sweep::jobs::{BenchConfig, Measured};
-use crate::bench::sweep::report::{document, median, render, targets_json, Target};
-use crate::bench::sweep::{best, counted, Run};
+use crate::bench::sweep::report::{document, render, targets_json, Target};
+use crate::bench::sweep::Run;
 
 /// One run: seconds per operation, by metric.
 type RunResult = Run<Measured<Vec<(Metric, Vec<f64>)>>>;
-
-/// The best figures of one configuration for one metric.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Best {
-    /// The lowest per-run median, seconds per operation.
-    pub(super) median_s: f64,
-    /// The lowest sample of any run, seconds per operation.
-    pub(super) min_s: f64,
-}
 
 /// How a figure is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,39 +130,21 @@ fn rows() -> Vec<Row> {
 
 /// Everything measured in one invocation.
 #[derive(Debug, Clone)]
-pub(super) struct Summary {
-    best: HashMap<(Config, Metric), Best>,
-}
+pub(super) struct Summary(figures::Figures<Config>);
 
 impl Summary {
-    /// The best of the counted runs of each configuration, per metric.
+    /// The figures of the runs of each configuration.
     pub(super) fn new(runs: &[(Config, Vec<RunResult>)]) -> Summary {
-        let mut best_of = HashMap::new();
-        for (config, runs) in runs {
-            let counted = counted(runs);
-            for metric in Metric::ALL {
-                let samples: Vec<&Vec<f64>> = counted
-                    .iter()
-                    .flat_map(|r| &r.result.samples)
-                    .filter(|(m, _)| *m == metric)
-                    .map(|(_, s)| s)
-                    .collect();
-                let median_s = best(samples.iter().map(|s| median(s)), false);
-                let min_s = best(
-                    samples.iter().flat_map(|s| s.iter().map(|&v| Some(v))),
-                    false,
-                );
-                if let Some((median_s, min_s)) = median_s.zip(min_s) {
-                    best_of.insert((*config, metric), Best { median_s, min_s });
-                }
-            }
-        }
-        Summary { best: best_of }
+        Summary(figures::Figures::new(&[], &[0], runs, |r| {
+            let by_metric = r.samples.iter();
+            by_metric.map(|(m, s)| (m.key(), 0, s.clone())).collect()
+        }))
     }
 
-    /// The best figures of `config` for `metric`, if measured.
-    pub(super) fn get(&self, config: Config, metric: Metric) -> Option<Best> {
-        self.best.get(&(config, metric)).copied()
+    /// The best run's median of `config` for `metric`, seconds per
+    /// operation, if measured.
+    pub(super) fn get(&self, config: Config, metric: Metric) -> Option<f64> {
+        self.0.get(Figure::Best(config, metric.key()), 0)
     }
 
     /// The table.
@@ -191,7 +161,7 @@ impl Summary {
                     cells.push(
                         config
                             .and_then(|c| self.get(c, row.metric))
-                            .map_or_else(|| "-".to_owned(), |b| unit.format(b.median_s)),
+                            .map_or_else(|| "-".to_owned(), |b| unit.format(b)),
                     );
                 }
                 cells.push(row.target.to_owned());
@@ -208,8 +178,8 @@ impl Summary {
             Target::judge(
                 format!("{what} ({})", config.column()),
                 self.get(config, metric),
-                |b| met(unit.value(b.median_s)),
-                |b| format!("{} {}", unit.format(b.median_s), unit.label()),
+                |&b| met(unit.value(b)),
+                |&b| format!("{} {}", unit.format(b), unit.label()),
                 config.name(),
             )
         };
@@ -235,7 +205,7 @@ impl Summary {
             "invoke round trip at most raw MPI's round trip + 1 µs (mttl-mpi)",
             self.get(Config::Mpi, Metric::InvokeRemote)
                 .zip(self.get(Config::RawMpi, Metric::RoundTrip))
-                .map(|(m, r)| (m.median_s * 1e6, r.median_s * 1e6)),
+                .map(|(m, r)| (m * 1e6, r * 1e6)),
             |(m, r)| m - r <= 1.0,
             |(m, r)| format!("{m:.2} vs {r:.2} µs: {:+.2} µs", m - r),
             "mpi and raw-mpi",
@@ -257,17 +227,27 @@ impl Summary {
         notes: &[String],
     ) -> Value {
         let mut results = Map::new();
-        for (&(config, metric), b) in &self.best {
-            let unit = unit_of(metric);
-            let entry = results
-                .entry(config.name())
-                .or_insert_with(|| Value::Object(Map::new()));
-            entry[metric.key()] = json!({
-                "value": unit.value(b.median_s),
-                "unit": unit.label(),
-                "best_sample": unit.value(b.min_s),
-                "seconds_per_op": b.median_s,
-            });
+        for config in self.0.configs() {
+            let mut figures = Map::new();
+            for metric in Metric::ALL {
+                let (key, unit) = (metric.key(), unit_of(metric));
+                let Some(s) = self.get(config, metric) else {
+                    continue;
+                };
+                let min_s = self.0.get(Figure::Extreme(config, key), 0).unwrap_or(s);
+                figures.insert(
+                    key.into(),
+                    json!({
+                        "value": unit.value(s),
+                        "unit": unit.label(),
+                        "best_sample": unit.value(min_s),
+                        "seconds_per_op": s,
+                    }),
+                );
+            }
+            if !figures.is_empty() {
+                results.insert(config.name().into(), figures.into());
+            }
         }
         let mut doc = document("runtime", reps, method, notes);
         doc["samples"] = SAMPLES.into();
@@ -306,8 +286,10 @@ mod tests {
         let best = summary
             .get(Config::Tcp, Metric::InvokeRemote)
             .expect("measured");
-        assert!((best.median_s - 11e-6).abs() < 1e-12);
-        assert!((best.min_s - 9e-6).abs() < 1e-12);
+        assert!((best - 11e-6).abs() < 1e-12);
+        let doc = summary.to_json(1, 1, &[], &[]);
+        let best_sample = &doc["results"]["tcp"]["invoke_remote"]["best_sample"];
+        assert!((best_sample.as_f64().unwrap() - 9.0).abs() < 1e-9);
         assert!(summary.get(Config::Mpi, Metric::InvokeRemote).is_none());
     }
 

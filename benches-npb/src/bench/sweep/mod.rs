@@ -26,6 +26,7 @@
 //! starting worker jobs and their results files in [`jobs`].
 
 pub mod cpu_load;
+pub mod figures;
 pub mod jobs;
 pub mod plot;
 pub mod report;
