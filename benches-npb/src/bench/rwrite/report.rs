@@ -485,23 +485,6 @@ mod tests {
     }
 
     #[test]
-    fn the_best_run_median_is_kept() {
-        let runs = vec![run(512, &[1e6, 5e6, 3e6]), run(512, &[2e6, 2e6, 9e6])];
-        let summary = Summary::new(&[512], &[(Config::Mpi, runs.clone())]);
-        assert_eq!(summary.get(Config::Mpi, "mb_per_s", 512), Some(3.0));
-        assert!(summary.get(Config::Mpi, "bytes_per_s", 8).is_none());
-        // A disturbed run counts only when every run was disturbed.
-        let mut runs = runs;
-        runs[1].busy = Some(1.0);
-        runs[0] = run(512, &[1e6]);
-        let summary = Summary::new(&[512], &[(Config::Mpi, runs.clone())]);
-        assert_eq!(summary.get(Config::Mpi, "bytes_per_s", 512).unwrap(), 1e6);
-        runs[0].busy = Some(1.0);
-        let summary = Summary::new(&[512], &[(Config::Mpi, runs)]);
-        assert_eq!(summary.get(Config::Mpi, "bytes_per_s", 512).unwrap(), 2e6);
-    }
-
-    #[test]
     fn ratios_and_targets_compare_with_the_reference() {
         let sizes = [512, 64 << 10, 1 << 20];
         let runs = |bw: [f64; 3]| {

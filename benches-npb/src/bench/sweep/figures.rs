@@ -191,7 +191,8 @@ impl<C: BenchConfig> Figures<C> {
     }
 
     /// One JSON object per size at which `fields[0]` was measured:
-    /// `size`, then each field's key and value (`null` if not measured).
+    /// `size`, then each field's key and value (`null` if not measured; a
+    /// whole number, such as a count, as an integer).
     pub fn rows(&self, fields: &[Field<'_>]) -> Vec<Value> {
         self.sizes
             .iter()
@@ -200,11 +201,20 @@ impl<C: BenchConfig> Figures<C> {
                 let mut row = Map::new();
                 row.insert("size".into(), size.into());
                 for (key, value) in fields {
-                    row.insert((*key).into(), value(size).into());
+                    row.insert((*key).into(), value(size).map_or(Value::Null, number));
                 }
                 Value::Object(row)
             })
             .collect()
+    }
+}
+
+/// `v` as a JSON number: an integer if it is a whole one.
+fn number(v: f64) -> Value {
+    if v.fract() == 0.0 && v.abs() < 9e15 {
+        (v as i64).into()
+    } else {
+        v.into()
     }
 }
 
@@ -328,6 +338,7 @@ mod tests {
         );
         let rate = |s| f.get(Figure::Best(B, "rate"), s);
         let rows = f.rows(&[("rate", &rate)]);
-        assert_eq!(rows, [serde_json::json!({"size": 8, "rate": 2.0})]);
+        assert_eq!(rows, [serde_json::json!({"size": 8, "rate": 2})]);
+        assert_eq!(number(0.5), serde_json::json!(0.5));
     }
 }
