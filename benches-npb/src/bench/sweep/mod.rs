@@ -99,6 +99,13 @@ pub struct Swept<C, R> {
     pub failures: Vec<(C, String)>,
 }
 
+impl<C: Clone, R> Swept<C, R> {
+    /// The configurations swept, in the order of `Sweeps::configs`.
+    pub fn configs(&self) -> Vec<C> {
+        self.runs.iter().map(|r| r.0.clone()).collect()
+    }
+}
+
 /// One run the orchestrator made, and how disturbed it was.
 #[derive(Debug, Clone)]
 pub struct JobLog<C> {
