@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::jobs::{mpi_build_hint, BenchConfig};
-use super::plot::{write_png, write_svg, Picture};
+use super::plot::{write_both, Picture};
 use super::{JobLog, Run, BUSY_WARNING};
 use crate::bench::error::BenchError;
 
@@ -365,8 +365,7 @@ impl OutputFiles {
             path: self.csv.clone(),
             source,
         })?;
-        write_svg(&self.svg, picture)?;
-        write_png(&self.png, picture)?;
+        write_both(&self.csv, picture)?;
         Ok(())
     }
 

@@ -42,7 +42,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
-use benches_npb::bench::plot::PlotError;
+use benches_npb::bench::plot::{write_both, PlotError};
 use benches_npb::bench::sweep::report::{cell, render};
 use benches_npb::bench::sweep::{per_sweep, Sweeps, BUSY_WARNING};
 use benches_npb::bench::BenchError;
@@ -498,10 +498,10 @@ fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
             .collect();
         let stem = format!("{}-{class}", kernel.name().to_lowercase());
         let time = figures::time(kernel, class, &group);
-        paths.extend(figures::write_both(dir, &stem, &time)?);
+        paths.extend(write_both(&dir.join(&stem), &time)?);
         if let Some(breakdown) = figures::breakdown(kernel, class, &group) {
-            let stem = format!("{stem}-breakdown");
-            paths.extend(figures::write_both(dir, &stem, &breakdown)?);
+            let stem = dir.join(format!("{stem}-breakdown"));
+            paths.extend(write_both(&stem, &breakdown)?);
         }
     }
     Ok(paths)
