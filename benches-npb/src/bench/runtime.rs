@@ -39,7 +39,6 @@ use std::time::Duration;
 use clap::ValueEnum;
 use mttl_comm::Comm;
 
-use self::measure::Metric;
 use self::report::Summary;
 use super::comm::endpoint::MttlEndpoint;
 pub use crate::bench::error::BenchError;
@@ -231,7 +230,7 @@ fn worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), Bench
             let samples = measure::ping_pong(&mut ep, sample_time)?;
             let comm = ep.into_comm();
             if comm.rank() == 0 {
-                let metrics = vec![(Metric::RoundTrip, samples)];
+                let metrics = vec![("round_trip".to_owned(), samples)];
                 jobs::write_results(name, config.backend(), &metrics, out)?;
             }
             Ok(comm.finish()?)
@@ -244,7 +243,12 @@ fn worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), Bench
             let mut ep = super::comm::endpoint::RawMpiEndpoint::new(world, 64);
             let samples = measure::ping_pong(&mut ep, sample_time)?;
             if rank == 0 {
-                jobs::write_results(name, "rsmpi", &vec![(Metric::RoundTrip, samples)], out)?;
+                jobs::write_results(
+                    name,
+                    "rsmpi",
+                    &vec![("round_trip".to_owned(), samples)],
+                    out,
+                )?;
             }
             drop((ep, universe));
             Ok(())

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::measure::{Metric, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
+use super::measure::{Samples, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
 use super::Config;
 use crate::bench::sweep::figures::{self, Figure};
 use crate::bench::sweep::jobs::{BenchConfig, Measured};
@@ -13,7 +13,7 @@ use crate::bench::sweep::report::{document, render, targets_json, Target};
 use crate::bench::sweep::Run;
 
 /// One run: seconds per operation, by metric.
-type RunResult = Run<Measured<Vec<(Metric, Vec<f64>)>>>;
+type RunResult = Run<Measured<Samples>>;
 
 /// How a figure is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,22 +53,29 @@ impl Unit {
     }
 }
 
-/// The metric of a unit, as shown.
-fn unit_of(metric: Metric) -> Unit {
-    match metric {
-        Metric::Switch | Metric::Spawn => Unit::Ns,
-        Metric::Ainvoke => Unit::CallsPerS,
-        Metric::InvokeLocal | Metric::InvokeRemote | Metric::Barrier | Metric::RoundTrip => {
-            Unit::Us
-        }
-    }
+/// Every metric, in table order, and the unit it is shown in.
+const METRICS: [(&str, Unit); 7] = [
+    ("switch", Unit::Ns),
+    ("spawn", Unit::Ns),
+    ("invoke_local", Unit::Us),
+    ("invoke_remote", Unit::Us),
+    ("round_trip", Unit::Us),
+    ("ainvoke", Unit::CallsPerS),
+    ("barrier", Unit::Us),
+];
+
+fn unit_of(metric: &str) -> Unit {
+    METRICS
+        .iter()
+        .find(|m| m.0 == metric)
+        .map_or(Unit::Us, |m| m.1)
 }
 
 /// One row of the table: a metric measured in up to three configurations,
 /// shown in the columns `sched`, `mttl-tcp`, `mttl-mpi`.
 struct Row {
     label: String,
-    metric: Metric,
+    metric: &'static str,
     cells: [Option<Config>; 3],
     target: &'static str,
 }
@@ -79,49 +86,49 @@ fn rows() -> Vec<Row> {
     vec![
         Row {
             label: "thread switch (yield ping-pong)".into(),
-            metric: Metric::Switch,
+            metric: "switch",
             cells: program,
             target: "≤ 10",
         },
         Row {
             label: format!("spawn + run an empty thread (batches of {SPAWN_BATCH})"),
-            metric: Metric::Spawn,
+            metric: "spawn",
             cells: program,
             target: "≤ 100",
         },
         Row {
             label: "invoke on its own node".into(),
-            metric: Metric::InvokeLocal,
+            metric: "invoke_local",
             cells: backends,
             target: "",
         },
         Row {
             label: "invoke round trip to rank 1".into(),
-            metric: Metric::InvokeRemote,
+            metric: "invoke_remote",
             cells: backends,
             target: "tcp ≤ 10, mpi ≤ raw + 1",
         },
         Row {
             label: format!("  comm layer round trip, {PING_LEN} B"),
-            metric: Metric::RoundTrip,
+            metric: "round_trip",
             cells: [None, Some(Config::CommTcp), Some(Config::CommMpi)],
             target: "",
         },
         Row {
             label: format!("  raw rsmpi round trip, {PING_LEN} B"),
-            metric: Metric::RoundTrip,
+            metric: "round_trip",
             cells: [None, None, Some(Config::RawMpi)],
             target: "",
         },
         Row {
             label: format!("ainvoke to rank 1, {AINVOKE_WINDOW} in flight"),
-            metric: Metric::Ainvoke,
+            metric: "ainvoke",
             cells: backends,
             target: "≥ 1 M",
         },
         Row {
             label: "barrier, 2 ranks".into(),
-            metric: Metric::Barrier,
+            metric: "barrier",
             cells: backends,
             target: "",
         },
@@ -136,15 +143,18 @@ impl Summary {
     /// The figures of the runs of each configuration.
     pub(super) fn new(runs: &[(Config, Vec<RunResult>)]) -> Summary {
         Summary(figures::Figures::new(&[], &[0], runs, |r| {
-            let by_metric = r.samples.iter();
-            by_metric.map(|(m, s)| (m.key(), 0, s.clone())).collect()
+            let known = r.samples.iter().filter_map(|(m, s)| {
+                let &(key, _) = METRICS.iter().find(|k| k.0 == m)?;
+                Some((key, 0, s.clone()))
+            });
+            known.collect()
         }))
     }
 
     /// The best run's median of `config` for `metric`, seconds per
     /// operation, if measured.
-    pub(super) fn get(&self, config: Config, metric: Metric) -> Option<f64> {
-        self.0.get(Figure::Best(config, metric.key()), 0)
+    pub(super) fn get(&self, config: Config, metric: &'static str) -> Option<f64> {
+        self.0.get(Figure::Best(config, metric), 0)
     }
 
     /// The table.
@@ -173,7 +183,7 @@ impl Summary {
 
     /// The project's performance targets, checked against the figures.
     pub(super) fn targets(&self) -> Vec<Target> {
-        let judge = |metric: Metric, config: Config, what: &str, met: fn(f64) -> bool| {
+        let judge = |metric: &'static str, config: Config, what: &str, met: fn(f64) -> bool| {
             let unit = unit_of(metric);
             Target::judge(
                 format!("{what} ({})", config.column()),
@@ -186,25 +196,23 @@ impl Summary {
         let mut targets = Vec::new();
         for config in [Config::Sched, Config::Tcp, Config::Mpi] {
             targets.push(judge(
-                Metric::Switch,
+                "switch",
                 config,
                 "thread switch at most 10 ns",
                 |v| v <= 10.0,
             ));
         }
         for config in [Config::Sched, Config::Tcp, Config::Mpi] {
-            targets.push(judge(Metric::Spawn, config, "spawn at most 100 ns", |v| {
+            targets.push(judge("spawn", config, "spawn at most 100 ns", |v| {
                 v <= 100.0
             }));
         }
         let invoke = "invoke round trip at most 10 µs";
-        targets.push(judge(Metric::InvokeRemote, Config::Tcp, invoke, |v| {
-            v <= 10.0
-        }));
+        targets.push(judge("invoke_remote", Config::Tcp, invoke, |v| v <= 10.0));
         targets.push(Target::judge(
             "invoke round trip at most raw MPI's round trip + 1 µs (mttl-mpi)",
-            self.get(Config::Mpi, Metric::InvokeRemote)
-                .zip(self.get(Config::RawMpi, Metric::RoundTrip))
+            self.get(Config::Mpi, "invoke_remote")
+                .zip(self.get(Config::RawMpi, "round_trip"))
                 .map(|(m, r)| (m * 1e6, r * 1e6)),
             |(m, r)| m - r <= 1.0,
             |(m, r)| format!("{m:.2} vs {r:.2} µs: {:+.2} µs", m - r),
@@ -212,7 +220,7 @@ impl Summary {
         ));
         for config in [Config::Tcp, Config::Mpi] {
             let what = "ainvoke at least 1 M calls/s";
-            targets.push(judge(Metric::Ainvoke, config, what, |v| v >= 1e6));
+            targets.push(judge("ainvoke", config, what, |v| v >= 1e6));
         }
         targets
     }
@@ -229,9 +237,8 @@ impl Summary {
         let mut results = Map::new();
         for config in self.0.configs() {
             let mut figures = Map::new();
-            for metric in Metric::ALL {
-                let (key, unit) = (metric.key(), unit_of(metric));
-                let Some(s) = self.get(config, metric) else {
+            for (key, unit) in METRICS {
+                let Some(s) = self.get(config, key) else {
                     continue;
                 };
                 let min_s = self.0.get(Figure::Extreme(config, key), 0).unwrap_or(s);
@@ -266,10 +273,13 @@ mod tests {
     use super::*;
     use crate::bench::sweep::report::Verdict;
 
-    fn run(metrics: Vec<(Metric, Vec<f64>)>) -> RunResult {
+    fn run(metrics: Vec<(&str, Vec<f64>)>) -> RunResult {
         Run::new(Measured {
             backend: "tcp".into(),
-            samples: metrics,
+            samples: metrics
+                .into_iter()
+                .map(|(m, s)| (m.to_owned(), s))
+                .collect(),
         })
     }
 
@@ -278,19 +288,17 @@ mod tests {
         let runs = vec![(
             Config::Tcp,
             vec![
-                run(vec![(Metric::InvokeRemote, vec![10e-6, 30e-6, 12e-6])]),
-                run(vec![(Metric::InvokeRemote, vec![9e-6, 11e-6, 50e-6])]),
+                run(vec![("invoke_remote", vec![10e-6, 30e-6, 12e-6])]),
+                run(vec![("invoke_remote", vec![9e-6, 11e-6, 50e-6])]),
             ],
         )];
         let summary = Summary::new(&runs);
-        let best = summary
-            .get(Config::Tcp, Metric::InvokeRemote)
-            .expect("measured");
+        let best = summary.get(Config::Tcp, "invoke_remote").expect("measured");
         assert!((best - 11e-6).abs() < 1e-12);
         let doc = summary.to_json(1, 1, &[], &[]);
         let best_sample = &doc["results"]["tcp"]["invoke_remote"]["best_sample"];
         assert!((best_sample.as_f64().unwrap() - 9.0).abs() < 1e-9);
-        assert!(summary.get(Config::Mpi, Metric::InvokeRemote).is_none());
+        assert!(summary.get(Config::Mpi, "invoke_remote").is_none());
     }
 
     #[test]
@@ -298,9 +306,9 @@ mod tests {
         let runs = vec![(
             Config::Tcp,
             vec![run(vec![
-                (Metric::InvokeRemote, vec![12e-6]),
-                (Metric::Ainvoke, vec![0.5e-6]),
-                (Metric::Switch, vec![6e-9]),
+                ("invoke_remote", vec![12e-6]),
+                ("ainvoke", vec![0.5e-6]),
+                ("switch", vec![6e-9]),
             ])],
         )];
         let summary = Summary::new(&runs);
