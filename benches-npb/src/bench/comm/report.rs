@@ -29,26 +29,11 @@ const REF_RTT: &str = "reference_rtt_us";
 const REF_BW: &str = "reference_bw_bytes_per_s";
 
 const METRICS: &[Metric] = &[
-    Metric {
-        key: BW,
-        keep: Keep::Highest,
-    },
-    Metric {
-        key: REF_BW,
-        keep: Keep::Highest,
-    },
-    Metric {
-        key: "rtt_iters",
-        keep: Keep::RunBestBy(RTT),
-    },
-    Metric {
-        key: "window",
-        keep: Keep::RunBestBy(BW),
-    },
-    Metric {
-        key: "windows",
-        keep: Keep::RunBestBy(BW),
-    },
+    (BW, Keep::Highest),
+    (REF_BW, Keep::Highest),
+    ("rtt_iters", Keep::RunBestBy(RTT)),
+    ("window", Keep::RunBestBy(BW)),
+    ("windows", Keep::RunBestBy(BW)),
 ];
 
 /// How two stacks compare at one size: best figures, sweep by sweep, or
@@ -135,20 +120,13 @@ impl Summary {
         of: impl Fn(&'static str, &'static str) -> Figure<Config>,
         size: u64,
     ) -> Option<Paired> {
-        let rtt = self.0.ratio(of(RTT, REF_RTT), size);
-        let bw = self.0.ratio(of(BW, REF_BW), size);
-        match rtt.zip(bw) {
-            Some((rtt, bw)) => Some(Paired {
-                rtt: rtt.value,
-                bw: bw.value,
-                sweeps: rtt.count,
-            }),
-            None => Some(Paired {
-                rtt: self.0.get(of(RTT, REF_RTT), size)?,
-                bw: self.0.get(of(BW, REF_BW), size)?,
-                sweeps: 0,
-            }),
-        }
+        let rtt = self.0.ratio(of(RTT, REF_RTT), size)?;
+        let bw = self.0.ratio(of(BW, REF_BW), size)?;
+        Some(Paired {
+            rtt: rtt.value,
+            bw: bw.value,
+            sweeps: rtt.count,
+        })
     }
 
     /// The best figures of `config` over those of its reference at `size`.

@@ -42,26 +42,11 @@ pub(super) const PAIRS: [(Config, Config); 3] = [
 /// Throughput (bytes per second) decides the best run; the breakdown and
 /// plan are that run's.
 const METRICS: &[Metric] = &[
-    Metric {
-        key: "bytes_per_s",
-        keep: Keep::Highest,
-    },
-    Metric {
-        key: "issue_us",
-        keep: Keep::RunBestBy("bytes_per_s"),
-    },
-    Metric {
-        key: "sync_us",
-        keep: Keep::RunBestBy("bytes_per_s"),
-    },
-    Metric {
-        key: "window",
-        keep: Keep::RunBestBy("bytes_per_s"),
-    },
-    Metric {
-        key: "windows",
-        keep: Keep::RunBestBy("bytes_per_s"),
-    },
+    ("bytes_per_s", Keep::Highest),
+    ("issue_us", Keep::RunBestBy("bytes_per_s")),
+    ("sync_us", Keep::RunBestBy("bytes_per_s")),
+    ("window", Keep::RunBestBy("bytes_per_s")),
+    ("windows", Keep::RunBestBy("bytes_per_s")),
 ];
 
 /// The reference `config` is compared with, if it is an mttl one.

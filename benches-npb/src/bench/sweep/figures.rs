@@ -27,11 +27,7 @@ pub enum Keep {
 }
 
 /// A metric: its key (in results and JSON) and which run is the best.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Metric {
-    pub key: &'static str,
-    pub keep: Keep,
-}
+pub type Metric = (&'static str, Keep);
 
 /// The samples of one run: `(metric, size, samples)`.
 pub type Samples = Vec<(&'static str, u64, Vec<f64>)>;
@@ -120,8 +116,8 @@ impl<C: BenchConfig> Figures<C> {
     fn keep(&self, metric: &str) -> Keep {
         self.metrics
             .iter()
-            .find(|m| m.key == metric)
-            .map_or(Keep::Lowest, |m| m.keep)
+            .find(|m| m.0 == metric)
+            .map_or(Keep::Lowest, |m| m.1)
     }
 
     /// `figure` at `size`, if measured.
@@ -140,8 +136,8 @@ impl<C: BenchConfig> Figures<C> {
         }
     }
 
-    /// A paired or one-job figure at `size` with how many sweeps it is the
-    /// median of.
+    /// `figure` at `size` with how many sweeps (or jobs) it is the median
+    /// of: 0 but for [`Figure::Paired`] and [`Figure::Within`].
     pub fn ratio(&self, figure: Figure<C>, size: u64) -> Option<Ratio> {
         let at = |r: &Samples, m| median(samples_of(r, m, size));
         match figure {
@@ -151,7 +147,10 @@ impl<C: BenchConfig> Figures<C> {
                     .into_iter()
                     .map(|r| (at(&r.result, m), at(&r.result, against))),
             ),
-            _ => None,
+            _ => Some(Ratio {
+                value: self.get(figure, size)?,
+                count: 0,
+            }),
         }
     }
 
@@ -255,18 +254,9 @@ mod tests {
     }
 
     const METRICS: &[Metric] = &[
-        Metric {
-            key: "time",
-            keep: Keep::Lowest,
-        },
-        Metric {
-            key: "rate",
-            keep: Keep::Highest,
-        },
-        Metric {
-            key: "plan",
-            keep: Keep::RunBestBy("rate"),
-        },
+        ("time", Keep::Lowest),
+        ("rate", Keep::Highest),
+        ("plan", Keep::RunBestBy("rate")),
     ];
 
     fn run(sweep: usize, busy: f64, time: &[f64], rate: f64, plan: f64) -> Run<Samples> {
