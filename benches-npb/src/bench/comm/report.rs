@@ -17,7 +17,7 @@ use super::measure::{Samples, SAMPLES};
 use super::Config;
 use crate::bench::sweep::figures::{Column, Figure, Figures, Keep, Metric};
 use crate::bench::sweep::jobs::{size_label, BenchConfig, Measured};
-use crate::bench::sweep::report::{document, targets_json, Target, Verdict};
+use crate::bench::sweep::report::{document, short, targets_json, Target, Verdict};
 use crate::bench::sweep::Run;
 
 /// The metrics: round trip (µs) and bandwidth (bytes/s), the first
@@ -54,14 +54,6 @@ const PAIRS: [(Config, Config); 2] = [
     (Config::Tcp, Config::RawMpiTcp),
     (Config::Mpi, Config::RawMpi),
 ];
-
-fn fmt_us(us: f64) -> String {
-    match us {
-        us if us < 100.0 => format!("{us:.2}"),
-        us if us < 10_000.0 => format!("{us:.1}"),
-        us => format!("{us:.0}"),
-    }
-}
 
 fn mib_per_s(bytes_per_s: f64) -> f64 {
     bytes_per_s / f64::from(1u32 << 20)
@@ -152,7 +144,7 @@ impl Summary {
         for (metric, show, title) in [
             (
                 RTT,
-                fmt_us as fn(f64) -> String,
+                short as fn(f64) -> String,
                 "Round trip, µs (lower is better; one-way latency is half)\n",
             ),
             (

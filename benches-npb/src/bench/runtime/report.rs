@@ -9,7 +9,7 @@ use super::measure::{Samples, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
 use super::Config;
 use crate::bench::sweep::figures::{self, Figure};
 use crate::bench::sweep::jobs::{BenchConfig, Measured};
-use crate::bench::sweep::report::{document, render, targets_json, Target};
+use crate::bench::sweep::report::{document, render, short, targets_json, Target};
 use crate::bench::sweep::Run;
 
 /// One run: seconds per operation, by metric.
@@ -44,9 +44,7 @@ impl Unit {
     fn format(self, per_op_s: f64) -> String {
         let v = self.value(per_op_s);
         match self {
-            Unit::Ns | Unit::Us if v < 10.0 => format!("{v:.2}"),
-            Unit::Ns | Unit::Us if v < 1000.0 => format!("{v:.1}"),
-            Unit::Ns | Unit::Us => format!("{v:.0}"),
+            Unit::Ns | Unit::Us => short(v),
             Unit::CallsPerS if v >= 1e6 => format!("{:.2} M", v / 1e6),
             Unit::CallsPerS => format!("{:.0} k", v / 1e3),
         }

@@ -21,7 +21,7 @@ use super::Config;
 use crate::bench::sweep::figures::{Column, Figure, Figures, Keep, Metric};
 use crate::bench::sweep::jobs::{size_label, BenchConfig, Measured};
 use crate::bench::sweep::plot::{Axis, LineChart, Panel, Series};
-use crate::bench::sweep::report::{render, Verdict};
+use crate::bench::sweep::report::{render, short, Verdict};
 use crate::bench::sweep::Run;
 
 /// One run: rank 0's samples for every size.
@@ -185,7 +185,7 @@ impl Summary {
                 for c in self.0.configs() {
                     let (issue, sync) =
                         (self.get(c, "issue_us", size), self.get(c, "sync_us", size));
-                    let breakdown = |(i, s)| format!("{} | {}", fmt_us(i), fmt_us(s));
+                    let breakdown = |(i, s)| format!("{} | {}", short(i), short(s));
                     row.push(issue.zip(sync).map_or("-".into(), breakdown));
                 }
                 row
@@ -438,16 +438,6 @@ impl Summary {
             size: (960, 800),
             panels,
         }
-    }
-}
-
-fn fmt_us(us: f64) -> String {
-    if us < 10.0 {
-        format!("{us:.3}")
-    } else if us < 1000.0 {
-        format!("{us:.1}")
-    } else {
-        format!("{us:.0}")
     }
 }
 

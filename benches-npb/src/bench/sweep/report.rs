@@ -62,6 +62,16 @@ pub fn render(headers: &[String], rows: &[Vec<String>], gaps: &[usize], labelled
     out
 }
 
+/// A figure for a table: two decimals below 10, one below 1000, else
+/// none.
+pub fn short(v: f64) -> String {
+    match v.abs() {
+        a if a < 10.0 => format!("{v:.2}"),
+        a if a < 1000.0 => format!("{v:.1}"),
+        _ => format!("{v:.0}"),
+    }
+}
+
 /// `v` formatted by `f`, or `-`.
 pub fn cell(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map_or_else(|| "-".to_owned(), f)
@@ -388,6 +398,10 @@ mod tests {
 
     #[test]
     fn tables_align_and_group() {
+        assert_eq!(
+            [short(9.0), short(12.34), short(-1234.5)],
+            ["9.00", "12.3", "-1234"]
+        );
         let headers = vec!["a".to_owned(), "bb".to_owned(), "c".to_owned()];
         let rows = vec![vec!["xyz".to_owned(), "1".to_owned(), String::new()]];
         assert_eq!(
