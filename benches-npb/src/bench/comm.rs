@@ -173,7 +173,7 @@ pub struct CommArgs {
     sizes: Option<Vec<u64>>,
     /// Before each job, wait up to this many seconds for other processes to
     /// leave the CPUs idle (this machine may be shared).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = parse_settle)]
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 3600))]
     settle: f64,
     #[command(flatten)]
     sweep: SweepArgs<Config>,
@@ -181,11 +181,6 @@ pub struct CommArgs {
     /// the first turn (odd sweeps; see `measure::interleave`).
     #[arg(long, hide = true)]
     second_first: bool,
-}
-
-/// Parses `--settle`: a number of seconds to wait, 0 to 3600.
-pub(super) fn parse_settle(text: &str) -> Result<f64, String> {
-    jobs::parse_seconds(text, 3600)
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {

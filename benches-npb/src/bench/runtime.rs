@@ -137,15 +137,10 @@ pub struct RuntimeArgs {
     sample_ms: u64,
     /// How long to wait before each run for other processes to leave the
     /// CPUs, in seconds (0: do not wait).
-    #[arg(long, default_value_t = 3.0, value_name = "SECS", value_parser = parse_settle)]
+    #[arg(long, default_value_t = 3.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 600))]
     settle: f64,
     #[command(flatten)]
     sweep: SweepArgs<Config>,
-}
-
-/// Parses `--settle`: a number of seconds, 0 to 600.
-fn parse_settle(text: &str) -> Result<f64, String> {
-    jobs::parse_seconds(text, 600)
 }
 
 /// Runs `mttl-bench runtime`: the orchestrator, or a worker rank when

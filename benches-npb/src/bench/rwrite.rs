@@ -151,7 +151,7 @@ pub struct RwriteArgs {
     sample_ms: u64,
     /// Before each job, wait up to this many seconds for other processes to
     /// leave the CPUs idle (this machine may be shared).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = comm::parse_settle)]
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 3600))]
     settle: f64,
     /// The CSV file to write, or a directory to write rwrite.csv into; the
     /// figure goes beside it (.svg and .png). Default:
