@@ -1,7 +1,8 @@
-//! The figures table every subcommand reports from: configuration × metric
-//! × size → the samples of each run, and from them the figures of step 4
-//! of the [engine](super) (best-of, paired, within one job), the tables
-//! laid out by size, and the rows of the `--json` documents and CSV files.
+//! The figures table `mttl-bench comm`, `rwrite` and `runtime` report
+//! from: configuration × metric × size → the samples of each run, and from
+//! them the figures of step 4 of the [engine](super) (best-of, paired,
+//! within one job), the tables laid out by size, and rows of the `--json`
+//! documents (the CSV rows and plots read the same figures).
 //!
 //! A subcommand declares its metrics ([`Metric`]: a key, and which figure
 //! of a run is the best) and says how its runs' results split into
