@@ -43,15 +43,12 @@ mod measure;
 mod report;
 mod worker;
 
-use std::path::PathBuf;
-
 use clap::ValueEnum;
 
 use self::report::Summary;
 pub use crate::bench::error::BenchError;
-use crate::bench::sweep::jobs::{self, BenchConfig, Workers};
+use crate::bench::sweep::jobs::{self, BenchConfig, SweepArgs};
 use crate::bench::sweep::report::{self as rep, emit, push_how_measured};
-use crate::bench::sweep::Sweeps;
 
 /// The default sizes: 8 B to 16 MiB.
 const DEFAULT_SIZES: &[u64] = &[
@@ -174,32 +171,16 @@ pub struct CommArgs {
     /// 256K,1M,4M,16M.
     #[arg(long, value_delimiter = ',', value_parser = parse_size)]
     sizes: Option<Vec<u64>>,
-    /// Sweeps per configuration; the best is kept.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
-    reps: u32,
-    /// Configurations to measure, comma-separated. Default: every one this
-    /// build has (the MPI ones need the cargo feature `mpi`).
-    #[arg(long, value_delimiter = ',')]
-    backends: Option<Vec<Config>>,
     /// Before each job, wait up to this many seconds for other processes to
     /// leave the CPUs idle (this machine may be shared).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = parse_settle)]
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 3600))]
     settle: f64,
-    /// Run as a worker rank of this configuration (used by the orchestrator).
-    #[arg(long, hide = true, requires = "out")]
-    worker: Option<Config>,
-    /// Where a worker's rank 0 writes its results.
-    #[arg(long, hide = true)]
-    out: Option<PathBuf>,
+    #[command(flatten)]
+    sweep: SweepArgs<Config>,
     /// A worker of `mpi-vs-raw` or `raw-vs-raw` lets the second stack take
     /// the first turn (odd sweeps; see `measure::interleave`).
     #[arg(long, hide = true)]
     second_first: bool,
-}
-
-/// Parses `--settle`: a number of seconds to wait, 0 to 3600.
-pub(super) fn parse_settle(text: &str) -> Result<f64, String> {
-    jobs::parse_seconds(text, 3600)
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -210,41 +191,32 @@ fn parse_size(text: &str) -> Result<u64, String> {
 /// with `--worker`.
 pub fn run(args: CommArgs) -> Result<(), BenchError> {
     let sizes = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.to_vec());
-    if let (Some(config), Some(out)) = (args.worker, &args.out) {
+    if let (Some(config), Some(out)) = (args.sweep.worker, &args.sweep.out) {
         return worker::worker(config, &sizes, out, args.second_first);
     }
-    let configs = jobs::chosen_configs("comm", args.backends.as_deref(), &Config::ALL)?;
-    let workers = Workers::new("comm")?;
     let size_list: Vec<String> = sizes.iter().map(u64::to_string).collect();
-    let sweeps = Sweeps {
-        bench: "mttl-bench comm",
-        configs: &configs,
-        reps: args.reps,
-        settle: args.settle,
-        retries: RETRIES,
-        keep_going: false,
-    };
-    let swept = sweeps.run(
-        |c| c.name().to_owned(),
-        |&config, rep, attempt| {
+    let reps = args.sweep.reps;
+    let swept = args.sweep.sweep(
+        "comm",
+        &Config::ALL,
+        (args.settle, RETRIES),
+        |config, sweep| {
             let mut extra = vec!["--sizes".to_owned(), size_list.join(",")];
-            if rep % 2 == 1 && matches!(config, Config::MpiVsRaw | Config::RawVsRaw) {
+            if sweep % 2 == 1 && matches!(config, Config::MpiVsRaw | Config::RawVsRaw) {
                 extra.push("--second-first".to_owned());
             }
-            workers.run(
-                config,
-                &format!("{}-{rep}-{attempt}", config.name()),
-                &extra,
-            )
+            extra
         },
+        |_| None,
     )?;
+    let configs = swept.configs();
     let summary = Summary::new(&sizes, &swept.runs);
-    let method = method_lines(args.reps, args.settle, &configs);
+    let method = method_lines(reps, args.settle, &configs);
     let notes = rep::notes("comm", &Config::ALL, &configs, &swept.log, RETRIES);
     let mut text = summary.tables();
     push_how_measured(&mut text, &method, &notes);
     text.push_str(&rep::targets_text(&summary.targets()));
-    let mut doc = summary.to_json(args.reps, &method, &notes);
+    let mut doc = summary.to_json(reps, &method, &notes);
     doc["configs"] = rep::configs_json(&swept.runs, |r| r.backend.as_str());
     doc["jobs"] = swept.log.iter().map(|j| j.to_json()).collect();
     emit(args.json, &doc, &text, true)

@@ -33,19 +33,18 @@
 mod measure;
 mod report;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use clap::ValueEnum;
 use mttl_comm::Comm;
 
-use self::measure::Metric;
 use self::report::Summary;
 use super::comm::endpoint::MttlEndpoint;
 pub use crate::bench::error::BenchError;
-use crate::bench::sweep::jobs::{self, BenchConfig, Measured, Workers};
+use crate::bench::sweep::jobs::{self, BenchConfig, Measured, SweepArgs};
 use crate::bench::sweep::report::{self as rep, emit, push_how_measured, spin_us_setting};
-use crate::bench::sweep::{Sweeps, BUSY_WARNING};
+use crate::bench::sweep::BUSY_WARNING;
 
 /// What to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
@@ -133,73 +132,49 @@ pub struct RuntimeArgs {
     /// Print one JSON document on stdout instead of the table.
     #[arg(long)]
     json: bool,
-    /// Sweeps per configuration; the best is kept.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
-    reps: u32,
     /// About how long one timed sample takes, in milliseconds.
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     sample_ms: u64,
     /// How long to wait before each run for other processes to leave the
     /// CPUs, in seconds (0: do not wait).
-    #[arg(long, default_value_t = 3.0, value_name = "SECS", value_parser = parse_settle)]
+    #[arg(long, default_value_t = 3.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 600))]
     settle: f64,
-    /// Configurations to measure, comma-separated. Default: every one this
-    /// build has (the MPI ones need the cargo feature `mpi`).
-    #[arg(long, value_delimiter = ',')]
-    backends: Option<Vec<Config>>,
-    /// Run as a worker rank of this configuration (used by the orchestrator).
-    #[arg(long, hide = true, requires = "out")]
-    worker: Option<Config>,
-    /// Where a worker's rank 0 writes its results.
-    #[arg(long, hide = true)]
-    out: Option<PathBuf>,
-}
-
-/// Parses `--settle`: a number of seconds, 0 to 600.
-fn parse_settle(text: &str) -> Result<f64, String> {
-    jobs::parse_seconds(text, 600)
+    #[command(flatten)]
+    sweep: SweepArgs<Config>,
 }
 
 /// Runs `mttl-bench runtime`: the orchestrator, or a worker rank when
 /// started with `--worker`.
 pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
     let sample_time = Duration::from_millis(args.sample_ms);
-    if let (Some(config), Some(out)) = (args.worker, &args.out) {
+    if let (Some(config), Some(out)) = (args.sweep.worker, &args.sweep.out) {
         return worker(config, sample_time, out);
     }
-    let configs = jobs::chosen_configs("runtime", args.backends.as_deref(), &Config::ALL)?;
-    let workers = Workers::new("runtime")?;
-    let sweeps = Sweeps {
-        bench: "mttl-bench runtime",
-        configs: &configs,
-        reps: args.reps,
-        settle: args.settle,
-        retries: 0,
-        keep_going: false,
-    };
     let extra = ["--sample-ms".to_owned(), args.sample_ms.to_string()];
-    let swept = sweeps.run(
-        |c| c.name().to_owned(),
-        |&config, rep, _| {
-            if config == Config::Sched {
-                let samples = measure::scheduler_alone(sample_time);
-                let backend = "none".to_owned();
-                return Ok(Measured { backend, samples });
-            }
-            workers.run(config, &format!("{}-{rep}", config.name()), &extra)
+    let swept = args.sweep.sweep(
+        "runtime",
+        &Config::ALL,
+        (args.settle, 0),
+        |_, _| extra.to_vec(),
+        |config| {
+            (config == Config::Sched).then(|| Measured {
+                backend: "none".to_owned(),
+                samples: measure::scheduler_alone(sample_time),
+            })
         },
     )?;
+    let configs = swept.configs();
     let summary = Summary::new(&swept.runs);
     let method = method_lines(&args, &configs);
     let notes = rep::notes("runtime", &Config::ALL, &configs, &swept.log, 0);
     let mut text = format!(
         "mttl runtime micro-benchmarks, 2 ranks on this machine, best of {} run(s)\n\n",
-        args.reps
+        args.sweep.reps
     );
     text.push_str(&summary.table());
     push_how_measured(&mut text, &method, &notes);
     text.push_str(&rep::targets_text(&summary.targets()));
-    let mut doc = summary.to_json(args.reps, args.sample_ms, &method, &notes);
+    let mut doc = summary.to_json(args.sweep.reps, args.sample_ms, &method, &notes);
     doc["configs"] = rep::configs_json(&swept.runs, |r| r.backend.as_str());
     doc["foreign_load"] = swept.log.iter().map(|j| j.to_json()).collect();
     emit(args.json, &doc, &text, false)
@@ -207,7 +182,7 @@ pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
 
 /// How the figures were measured, one sentence per line.
 fn method_lines(args: &RuntimeArgs, configs: &[Config]) -> Vec<String> {
-    let (reps, settle) = (args.reps, args.settle);
+    let (reps, settle) = (args.sweep.reps, args.settle);
     let mut lines = vec![
         format!(
             "{reps} sweep(s) per configuration, configurations alternated (order rotated each \
@@ -250,7 +225,7 @@ fn worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), Bench
             let samples = measure::ping_pong(&mut ep, sample_time)?;
             let comm = ep.into_comm();
             if comm.rank() == 0 {
-                let metrics = vec![(Metric::RoundTrip, samples)];
+                let metrics = vec![("round_trip".to_owned(), samples)];
                 jobs::write_results(name, config.backend(), &metrics, out)?;
             }
             Ok(comm.finish()?)
@@ -263,7 +238,12 @@ fn worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), Bench
             let mut ep = super::comm::endpoint::RawMpiEndpoint::new(world, 64);
             let samples = measure::ping_pong(&mut ep, sample_time)?;
             if rank == 0 {
-                jobs::write_results(name, "rsmpi", &vec![(Metric::RoundTrip, samples)], out)?;
+                jobs::write_results(
+                    name,
+                    "rsmpi",
+                    &vec![("round_trip".to_owned(), samples)],
+                    out,
+                )?;
             }
             drop((ep, universe));
             Ok(())

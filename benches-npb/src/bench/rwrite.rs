@@ -37,9 +37,8 @@ use clap::ValueEnum;
 use self::report::Summary;
 use self::worker::Task;
 use super::comm::{self, BenchError};
-use crate::bench::sweep::jobs::{self, BenchConfig, Workers};
+use crate::bench::sweep::jobs::{self, BenchConfig, SweepArgs};
 use crate::bench::sweep::report::{self as rep, emit, push_how_measured, OutputFiles};
-use crate::bench::sweep::Sweeps;
 
 /// How many times a disturbed run is repeated within one sweep.
 const RETRIES: usize = 2;
@@ -143,13 +142,6 @@ pub struct RwriteArgs {
     /// multiply by 1024 and 1024². Default: every power of 2 from 8 to 1M.
     #[arg(long, value_delimiter = ',', value_parser = parse_size)]
     sizes: Option<Vec<u64>>,
-    /// Sweeps per configuration; the best is kept.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
-    reps: u32,
-    /// Configurations to measure, comma-separated. Default: every one this
-    /// build has (the MPI ones need the cargo feature `mpi`).
-    #[arg(long, value_delimiter = ',')]
-    backends: Option<Vec<Config>>,
     /// Transfers per window (between two barriers). Default: 16 MiB worth,
     /// 8 to 1024.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65536))]
@@ -159,19 +151,15 @@ pub struct RwriteArgs {
     sample_ms: u64,
     /// Before each job, wait up to this many seconds for other processes to
     /// leave the CPUs idle (this machine may be shared).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = comm::parse_settle)]
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 3600))]
     settle: f64,
     /// The CSV file to write, or a directory to write rwrite.csv into; the
     /// figure goes beside it (.svg and .png). Default:
     /// target/mttl-bench/rwrite.csv.
     #[arg(long, value_name = "PATH")]
     csv: Option<PathBuf>,
-    /// Run as a worker rank of this configuration (used by the orchestrator).
-    #[arg(long, hide = true, requires = "out")]
-    worker: Option<Config>,
-    /// Where a worker's rank 0 writes its results.
-    #[arg(long, hide = true)]
-    out: Option<PathBuf>,
+    #[command(flatten)]
+    sweep: SweepArgs<Config>,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -190,59 +178,45 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
         window: args.window.map(|w| w as usize),
         sample_time: Duration::from_millis(args.sample_ms),
     };
-    if let (Some(config), Some(out)) = (args.worker, &args.out) {
+    if let (Some(config), Some(out)) = (args.sweep.worker, &args.sweep.out) {
         return worker::run(config, &task, out);
     }
-    let configs = jobs::chosen_configs("rwrite", args.backends.as_deref(), &Config::ALL)?;
     let files = OutputFiles::new(args.csv.as_deref(), DEFAULT_CSV, "rwrite");
-    let workers = Workers::new("rwrite")?;
+    let size_list: Vec<String> = sizes.iter().map(u64::to_string).collect();
     let mut extra = vec![
         "--sizes".to_owned(),
-        sizes
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
+        size_list.join(","),
         "--sample-ms".to_owned(),
         args.sample_ms.to_string(),
     ];
     if let Some(w) = args.window {
         extra.extend(["--window".to_owned(), w.to_string()]);
     }
-    let sweeps = Sweeps {
-        bench: "mttl-bench rwrite",
-        configs: &configs,
-        reps: args.reps,
-        settle: args.settle,
-        retries: RETRIES,
-        keep_going: false,
-    };
-    let swept = sweeps.run(
-        |c| c.name().to_owned(),
-        |&config, rep, attempt| {
-            workers.run(
-                config,
-                &format!("{}-{rep}-{attempt}", config.name()),
-                &extra,
-            )
-        },
+    let sweep = (args.settle, RETRIES);
+    let swept = args.sweep.sweep(
+        "rwrite",
+        &Config::ALL,
+        sweep,
+        |_, _| extra.clone(),
+        |_| None,
     )?;
-    let summary = Summary::new(&task.sizes, &swept.runs);
+    let configs = swept.configs();
+    let summary = Summary::new(&sizes, &swept.runs);
     let title = format!(
         "Remote-write throughput, 2 ranks, best of {} sweep(s)",
-        args.reps
+        args.sweep.reps
     );
     files.write(&summary.to_csv(), &summary.figure(title))?;
     let method = method_lines(&args, &configs);
     let notes = rep::notes("rwrite", &Config::ALL, &configs, &swept.log, RETRIES);
     let mut doc = summary.to_json();
     doc["benchmark"] = "rwrite".into();
-    doc["reps"] = args.reps.into();
+    doc["reps"] = args.sweep.reps.into();
     doc["method"] = method.clone().into();
     doc["notes"] = notes.clone().into();
     doc["files"] = files.to_json();
     doc["jobs"] = swept.log.iter().map(|j| j.to_json()).collect();
-    let mut text = summary.tables(args.reps);
+    let mut text = summary.tables(args.sweep.reps);
     push_how_measured(&mut text, &method, &notes);
     text.push_str(&summary.targets_text());
     let paths = [&files.csv, &files.svg, &files.png].map(|p| p.display().to_string());
@@ -259,7 +233,7 @@ fn method_lines(args: &RwriteArgs, configs: &[Config]) -> Vec<String> {
         }
     };
     let mut lines = vec![
-        rep::sweeps_line(args.reps, args.settle),
+        rep::sweeps_line(args.sweep.reps, args.settle),
         format!(
             "A window is W transfers of S bytes from rank 0 to rank 1, then a barrier of both \
              ranks (mttl's barrier fences first, so every nwrite is applied when it returns); \

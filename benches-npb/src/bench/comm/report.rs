@@ -11,141 +11,49 @@
 //! `raw-vs-raw` runs the same comparison of raw rsmpi with itself, the
 //! control that shows how far the method strays from 1.0 by itself.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
-use super::measure::{Plan, Samples, SizeSamples, SAMPLES};
+use super::measure::{Samples, SAMPLES};
 use super::Config;
+use crate::bench::sweep::figures::{Column, Figure, Figures, Keep, Metric};
 use crate::bench::sweep::jobs::{size_label, BenchConfig, Measured};
-use crate::bench::sweep::report::{cell, median, render, Target, Verdict};
-use crate::bench::sweep::{best, counted, median_ratio, paired, per_sweep, Ratio, Run};
+use crate::bench::sweep::report::{document, short, targets_json, Target, Verdict};
+use crate::bench::sweep::Run;
 
-/// The runs of one configuration.
-type Runs = [Run<Measured<Samples>>];
+/// The metrics: round trip (µs) and bandwidth (bytes/s), the first
+/// stack's and, in a one-job configuration, the second's; and each best
+/// run's plan.
+const RTT: &str = "rtt_us";
+const BW: &str = "bw_bytes_per_s";
+const REF_RTT: &str = "reference_rtt_us";
+const REF_BW: &str = "reference_bw_bytes_per_s";
 
-/// The best figures of one configuration at one size.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Best {
-    /// The plan the runs used.
-    pub(super) plan: Plan,
-    /// The lowest per-run median round trip, µs.
-    pub(super) rtt_us: f64,
-    /// The lowest round-trip sample of any run, µs.
-    pub(super) rtt_min_us: f64,
-    /// The highest per-run median bandwidth, bytes per second.
-    pub(super) bw_bytes_per_s: f64,
-    /// The highest bandwidth sample of any run, bytes per second.
-    pub(super) bw_max_bytes_per_s: f64,
-}
+const METRICS: &[Metric] = &[
+    (BW, Keep::Highest),
+    (REF_BW, Keep::Highest),
+    ("rtt_iters", Keep::RunBestBy(RTT)),
+    ("window", Keep::RunBestBy(BW)),
+    ("windows", Keep::RunBestBy(BW)),
+];
 
-/// How two stacks compare sweep by sweep (or job by job) at one size.
+/// How two stacks compare at one size: best figures, sweep by sweep, or
+/// job by job.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Paired {
-    /// The median ratio of the first's round trip to the second's.
+    /// The ratio of the first's round trip to the second's.
     pub(super) rtt: f64,
     /// The same for bandwidth.
     pub(super) bw: f64,
-    /// How many sweeps measured both.
+    /// How many sweeps (or jobs) it is the median of (0: best figures).
     pub(super) sweeps: usize,
 }
 
-impl Paired {
-    fn of(rtt: Option<Ratio>, bw: Option<Ratio>) -> Option<Paired> {
-        let (rtt, bw) = rtt.zip(bw)?;
-        Some(Paired {
-            rtt: rtt.value,
-            bw: bw.value,
-            sweeps: rtt.count,
-        })
-    }
-}
-
-/// The configurations compared with a reference, and their references.
+/// The configurations compared with a reference, and their references:
+/// also the groups of the tables.
 const PAIRS: [(Config, Config); 2] = [
     (Config::Tcp, Config::RawMpiTcp),
     (Config::Mpi, Config::RawMpi),
 ];
-
-/// The table groups: a configuration and its reference.
-const GROUPS: [[Config; 2]; 2] = [
-    [Config::Tcp, Config::RawMpiTcp],
-    [Config::Mpi, Config::RawMpi],
-];
-
-/// A table column: its header, and its cell at a size.
-type Column<'a> = (String, Box<dyn Fn(u64) -> String + 'a>);
-
-/// The median round trip and bandwidth of `samples` at `size`.
-fn medians(samples: &[SizeSamples], size: u64) -> Option<(f64, f64)> {
-    let s = samples.iter().find(|s| s.plan.size as u64 == size)?;
-    median(&s.rtt_us).zip(median(&s.bw_bytes_per_s))
-}
-
-fn best_of(size: u64, runs: &Runs) -> Option<Best> {
-    let at: Vec<&SizeSamples> = counted(runs)
-        .into_iter()
-        .filter_map(|r| {
-            r.result
-                .samples
-                .sizes
-                .iter()
-                .find(|s| s.plan.size as u64 == size)
-        })
-        .collect();
-    let all = |f: fn(&SizeSamples) -> &Vec<f64>| at.iter().flat_map(move |s| f(s).iter());
-    Some(Best {
-        plan: at.first()?.plan,
-        rtt_us: best(at.iter().map(|s| median(&s.rtt_us)), false)?,
-        rtt_min_us: best(all(|s| &s.rtt_us).map(|&v| Some(v)), false)?,
-        bw_bytes_per_s: best(at.iter().map(|s| median(&s.bw_bytes_per_s)), true)?,
-        bw_max_bytes_per_s: best(all(|s| &s.bw_bytes_per_s).map(|&v| Some(v)), true)?,
-    })
-}
-
-/// The paired figures of `mine` against `theirs` at `size`.
-fn paired_at(size: u64, mine: &Runs, theirs: &Runs) -> Option<Paired> {
-    let of = |pick: fn((f64, f64)) -> f64| {
-        paired(mine, theirs, |r| medians(&r.samples.sizes, size).map(pick))
-    };
-    Paired::of(of(|m| m.0), of(|m| m.1))
-}
-
-/// The first stack against the second in jobs where they took turns, at
-/// `size`: in each job (one per sweep), the median of the first's samples
-/// over the median of the second's; the median of that over the jobs.
-fn one_job_at(size: u64, runs: &Runs) -> Option<Paired> {
-    let jobs = per_sweep(runs);
-    let of = |pick: fn((f64, f64)) -> f64| {
-        median_ratio(jobs.iter().map(|r| {
-            let s = &r.result.samples;
-            (
-                medians(&s.sizes, size).map(pick),
-                medians(&s.reference, size).map(pick),
-            )
-        }))
-    };
-    Paired::of(of(|m| m.0), of(|m| m.1))
-}
-
-/// Everything measured in one invocation.
-#[derive(Debug, Clone)]
-pub(super) struct Summary {
-    sizes: Vec<u64>,
-    /// The configurations measured, and their best figures by size.
-    best: Vec<(Config, Vec<Option<Best>>)>,
-    /// Per pair of [`PAIRS`] measured, the paired figures by size.
-    pairs: Vec<(Config, Config, Vec<Option<Paired>>)>,
-    /// By size: the one-job ratios of `mpi-vs-raw`, and of `raw-vs-raw`.
-    one_job: Vec<Option<Paired>>,
-    control: Vec<Option<Paired>>,
-}
-
-fn fmt_us(us: f64) -> String {
-    match us {
-        us if us < 100.0 => format!("{us:.2}"),
-        us if us < 10_000.0 => format!("{us:.1}"),
-        us => format!("{us:.0}"),
-    }
-}
 
 fn mib_per_s(bytes_per_s: f64) -> f64 {
     bytes_per_s / f64::from(1u32 << 20)
@@ -164,138 +72,121 @@ fn fmt_ratio(r: f64) -> String {
     format!("{r:.2}")
 }
 
+/// Everything measured in one invocation.
+#[derive(Debug, Clone)]
+pub(super) struct Summary(Figures<Config>);
+
 impl Summary {
     /// Summarises the runs of each configuration at `sizes`.
     pub(super) fn new(sizes: &[u64], runs: &[(Config, Vec<Run<Measured<Samples>>>)]) -> Summary {
-        let runs_of = |c: Config| {
-            runs.iter()
-                .find(|(k, _)| *k == c)
-                .map(|(_, r)| r.as_slice())
-        };
-        let by_size = |f: &dyn Fn(u64) -> Option<Paired>| sizes.iter().map(|&s| f(s)).collect();
-        let turns = |c: Config| match runs_of(c) {
-            Some(r) => by_size(&|s| one_job_at(s, r)),
-            None => vec![None; sizes.len()],
-        };
-        Summary {
-            sizes: sizes.to_vec(),
-            best: runs
+        Summary(Figures::new(METRICS, sizes, runs, |r| {
+            let mut samples = Vec::new();
+            for (s, (rtt, bw)) in r
+                .samples
+                .sizes
                 .iter()
-                .map(|(c, r)| (*c, sizes.iter().map(|&s| best_of(s, r)).collect()))
-                .collect(),
-            pairs: PAIRS
-                .iter()
-                .filter_map(|&(c, reference)| {
-                    let (mine, theirs) = runs_of(c).zip(runs_of(reference))?;
-                    Some((c, reference, by_size(&|s| paired_at(s, mine, theirs))))
-                })
-                .collect(),
-            one_job: turns(Config::MpiVsRaw),
-            control: turns(Config::RawVsRaw),
-        }
+                .map(|s| (s, (RTT, BW)))
+                .chain(r.samples.reference.iter().map(|s| (s, (REF_RTT, REF_BW))))
+            {
+                let (size, plan) = (s.plan.size as u64, s.plan);
+                samples.extend([
+                    (rtt, size, s.rtt_us.clone()),
+                    (bw, size, s.bw_bytes_per_s.clone()),
+                    ("rtt_iters", size, vec![plan.rtt_iters as f64]),
+                    ("window", size, vec![plan.window as f64]),
+                    ("windows", size, vec![plan.windows as f64]),
+                ]);
+            }
+            samples
+        }))
     }
 
-    fn index(&self, size: u64) -> Option<usize> {
-        self.sizes.iter().position(|&s| s == size)
+    /// The best figure of `metric` for `config` at `size`, if measured.
+    pub(super) fn get(&self, config: Config, metric: &'static str, size: u64) -> Option<f64> {
+        self.0.get(Figure::Best(config, metric), size)
     }
 
-    /// How the MPI backend compares with raw rsmpi at `size` in one job.
-    pub(super) fn one_job(&self, size: u64) -> Option<Paired> {
-        self.one_job[self.index(size)?]
+    /// The round-trip and bandwidth ratios of a comparison at `size`.
+    fn compare(
+        &self,
+        of: impl Fn(&'static str, &'static str) -> Figure<Config>,
+        size: u64,
+    ) -> Option<Paired> {
+        let rtt = self.0.ratio(of(RTT, REF_RTT), size)?;
+        let bw = self.0.ratio(of(BW, REF_BW), size)?;
+        Some(Paired {
+            rtt: rtt.value,
+            bw: bw.value,
+            sweeps: rtt.count,
+        })
     }
 
-    /// How raw rsmpi compares with itself at `size` in one job.
-    pub(super) fn control(&self, size: u64) -> Option<Paired> {
-        self.control[self.index(size)?]
+    /// The best figures of `config` over those of its reference at `size`.
+    fn best_ratio(&self, config: Config, reference: Config, size: u64) -> Option<Paired> {
+        self.compare(|m, _| Figure::Ratio(config, reference, m), size)
     }
 
     /// How `config` compares with its reference at `size`, sweep by sweep.
     pub(super) fn paired(&self, config: Config, size: u64) -> Option<Paired> {
-        let i = self.index(size)?;
-        self.pairs.iter().find(|p| p.0 == config)?.2[i]
+        let &(_, reference) = PAIRS.iter().find(|p| p.0 == config)?;
+        self.compare(|m, _| Figure::Paired(config, reference, m), size)
     }
 
-    /// The best figures of `config` at `size`, if measured.
-    pub(super) fn get(&self, config: Config, size: u64) -> Option<Best> {
-        let i = self.index(size)?;
-        self.best.iter().find(|b| b.0 == config)?.1[i]
-    }
-
-    fn has(&self, config: Config) -> bool {
-        self.best.iter().any(|b| b.0 == config)
+    /// The first stack over the second at `size` in the jobs of `config`
+    /// (`mpi-vs-raw`, or its control `raw-vs-raw`).
+    pub(super) fn one_job(&self, config: Config, size: u64) -> Option<Paired> {
+        self.compare(|m, reference| Figure::Within(config, m, reference), size)
     }
 
     /// The round-trip and bandwidth tables.
     pub(super) fn tables(&self) -> String {
         let mut out = String::new();
-        for bandwidth in [false, true] {
-            let figure = |c: Config, size: u64| {
-                let b = self.get(c, size)?;
-                Some(if bandwidth {
-                    b.bw_bytes_per_s
-                } else {
-                    b.rtt_us
-                })
+        for (metric, show, title) in [
+            (
+                RTT,
+                short as fn(f64) -> String,
+                "Round trip, µs (lower is better; one-way latency is half)\n",
+            ),
+            (
+                BW,
+                fmt_mib,
+                "\nStreaming bandwidth, MiB/s of payload (higher is better)\n",
+            ),
+        ] {
+            let reference = if metric == RTT { REF_RTT } else { REF_BW };
+            let column = |header: &str, figure, show| Column {
+                header: header.into(),
+                figure,
+                show,
             };
-            let pick = |p: Paired| if bandwidth { p.bw } else { p.rtt };
-            let value: fn(f64) -> String = if bandwidth { fmt_mib } else { fmt_us };
-            let mut headers = vec!["size".to_owned()];
-            let mut rows: Vec<Vec<String>> =
-                self.sizes.iter().map(|&s| vec![size_label(s)]).collect();
-            let mut gaps = vec![0];
-            for group in GROUPS {
-                let mpi = group[0] == Config::Mpi;
-                let mut columns: Vec<Column<'_>> = Vec::new();
-                for c in group.into_iter().filter(|&c| self.has(c)) {
-                    columns.push((
-                        c.column().into(),
-                        Box::new(move |s| cell(figure(c, s), value)),
-                    ));
+            let (mut columns, mut gaps) = (Vec::new(), vec![0]);
+            for (c, r) in PAIRS {
+                let (mpi, before) = (c == Config::Mpi, columns.len());
+                for k in [c, r].into_iter().filter(|&k| self.0.has(k)) {
+                    columns.push(column(k.column(), Figure::Best(k, metric), show));
                 }
-                if self.has(group[0]) && self.has(group[1]) {
-                    let both = move |s| figure(group[0], s).zip(figure(group[1], s));
-                    if mpi && !bandwidth {
-                        let diff =
-                            move |s| cell(both(s).map(|(a, b)| a - b), |d| format!("{d:+.2}"));
-                        columns.push(("mpi-raw µs".into(), Box::new(diff)));
+                if self.0.has(c) && self.0.has(r) {
+                    if mpi && metric == RTT {
+                        let diff = Figure::Difference(c, r, metric);
+                        columns.push(column("mpi-raw µs", diff, |d| format!("{d:+.2}")));
                     }
                     let name = if mpi { "mpi/raw" } else { "tcp/ompi" };
-                    let ratio = move |s| cell(both(s).map(|(a, b)| a / b), fmt_ratio);
-                    columns.push((name.into(), Box::new(ratio)));
-                    let paired = move |s| cell(self.paired(group[0], s).map(pick), fmt_ratio);
-                    columns.push(("paired".into(), Box::new(paired)));
+                    columns.push(column(name, Figure::Ratio(c, r, metric), fmt_ratio));
+                    columns.push(column("paired", Figure::Paired(c, r, metric), fmt_ratio));
                 }
-                if mpi {
-                    for (c, ratios) in [
-                        (Config::MpiVsRaw, &self.one_job),
-                        (Config::RawVsRaw, &self.control),
-                    ] {
-                        if self.has(c) {
-                            let at = move |s| {
-                                cell(self.index(s).and_then(|i| ratios[i]).map(pick), fmt_ratio)
-                            };
-                            columns.push((c.column().into(), Box::new(at)));
-                        }
+                for k in [Config::MpiVsRaw, Config::RawVsRaw] {
+                    if mpi && self.0.has(k) {
+                        let within = Figure::Within(k, metric, reference);
+                        columns.push(column(k.column(), within, fmt_ratio));
                     }
                 }
-                if columns.is_empty() {
-                    continue;
+                if columns.len() > before {
+                    gaps.push(columns.len());
                 }
-                for (header, at) in columns {
-                    headers.push(header);
-                    for (row, &size) in rows.iter_mut().zip(&self.sizes) {
-                        row.push(at(size));
-                    }
-                }
-                gaps.push(headers.len() - 1);
             }
-            out.push_str(if bandwidth {
-                "\nStreaming bandwidth, MiB/s of payload (higher is better)\n"
-            } else {
-                "Round trip, µs (lower is better; one-way latency is half)\n"
-            });
             gaps.pop();
-            out.push_str(&render(&headers, &rows, &gaps, false));
+            out.push_str(title);
+            out.push_str(&self.0.table(&columns, &gaps));
         }
         out
     }
@@ -303,62 +194,64 @@ impl Summary {
     /// The whole invocation as one JSON document (without its `configs`
     /// and `jobs`, which come from the runs).
     pub(super) fn to_json(&self, reps: u32, method: &[String], notes: &[String]) -> Value {
-        let rows = |figures: &[Option<Paired>], count: &str| -> Value {
-            self.sizes
-                .iter()
-                .zip(figures)
-                .filter_map(|(&size, p)| {
-                    let p = (*p)?;
-                    Some(json!({"size": size, "rtt_ratio": p.rtt, "bw_ratio": p.bw, count: p.sweeps}))
-                })
-                .collect()
+        let ratios = |of: &dyn Fn(u64) -> Option<Paired>, count: &str| -> Value {
+            let (rtt, bw) = (|s| of(s).map(|p| p.rtt), |s| of(s).map(|p| p.bw));
+            let n = |s| of(s).map(|p| p.sweeps as f64);
+            self.0
+                .rows(&[("rtt_ratio", &rtt), ("bw_ratio", &bw), (count, &n)])
+                .into()
         };
         let mut results = Map::new();
-        for (c, best) in &self.best {
-            let sizes = self.sizes.iter().zip(best).filter_map(|(&size, b)| {
-                let b = (*b)?;
-                Some(json!({
-                    "size": size,
-                    "rtt_us": b.rtt_us,
-                    "rtt_min_us": b.rtt_min_us,
-                    "bw_bytes_per_s": b.bw_bytes_per_s,
-                    "bw_mib_per_s": mib_per_s(b.bw_bytes_per_s),
-                    "bw_max_bytes_per_s": b.bw_max_bytes_per_s,
-                    "rtt_iters": b.plan.rtt_iters,
-                    "window": b.plan.window,
-                    "windows": b.plan.windows,
-                }))
-            });
-            results.insert(c.name().to_owned(), sizes.collect());
+        for c in self.0.configs() {
+            let best = |m| move |s| self.get(c, m, s);
+            let extreme = |m| move |s| self.0.get(Figure::Extreme(c, m), s);
+            let mib = |s| self.get(c, BW, s).map(mib_per_s);
+            let rows = self.0.rows(&[
+                (RTT, &best(RTT)),
+                ("rtt_min_us", &extreme(RTT)),
+                (BW, &best(BW)),
+                ("bw_mib_per_s", &mib),
+                ("bw_max_bytes_per_s", &extreme(BW)),
+                ("rtt_iters", &best("rtt_iters")),
+                ("window", &best("window")),
+                ("windows", &best("windows")),
+            ]);
+            results.insert(c.name().to_owned(), rows.into());
         }
         let mut paired = Map::new();
-        for (c, reference, figures) in &self.pairs {
-            paired.insert(
-                format!("{}/{}", c.name(), reference.name()),
-                rows(figures, "sweeps"),
-            );
+        for (c, r) in PAIRS
+            .into_iter()
+            .filter(|p| self.0.has(p.0) && self.0.has(p.1))
+        {
+            let key = format!("{}/{}", c.name(), r.name());
+            paired.insert(key, ratios(&|s| self.paired(c, s), "sweeps"));
         }
-        for (c, ratios) in [
-            (Config::MpiVsRaw, &self.one_job),
-            (Config::RawVsRaw, &self.control),
-        ] {
-            if ratios.iter().any(Option::is_some) {
-                paired.insert(c.name().to_owned(), rows(ratios, "jobs"));
+        for c in [Config::MpiVsRaw, Config::RawVsRaw] {
+            let rows = ratios(&|s| self.one_job(c, s), "jobs");
+            if rows.as_array().is_some_and(|r| !r.is_empty()) {
+                paired.insert(c.name().to_owned(), rows);
             }
         }
-        let mut doc = crate::bench::sweep::report::document("comm", reps, method, notes);
+        let mut doc = document("comm", reps, method, notes);
         doc["samples"] = SAMPLES.into();
-        doc["sizes"] = self.sizes.clone().into();
+        doc["sizes"] = self.0.sizes.clone().into();
         doc["results"] = results.into();
         doc["paired"] = paired.into();
-        doc["targets"] = crate::bench::sweep::report::targets_json(&self.targets());
+        doc["targets"] = targets_json(&self.targets());
         doc
     }
 
     /// The project's performance targets for the communication layer,
     /// checked against the figures.
     pub(super) fn targets(&self) -> Vec<Target> {
-        let pair = |a: Config, b: Config, size| self.get(a, size).zip(self.get(b, size));
+        let pair = |a: Config, b: Config, size| {
+            let (a, b) = (self.get(a, RTT, size), self.get(b, RTT, size));
+            a.zip(b)
+        };
+        let bw_pair = |a: Config, b: Config, size| {
+            let (a, b) = (self.get(a, BW, size), self.get(b, BW, size));
+            a.zip(b)
+        };
         let needs = |a: Config, b: Config, size| {
             format!("{} and {} at {}", a.name(), b.name(), size_label(size))
         };
@@ -367,11 +260,8 @@ impl Summary {
             Target::judge(
                 "mttl MPI backend: 8 B round trip at most 0.1 µs above raw rsmpi",
                 pair(Config::Mpi, Config::RawMpi, 8),
-                |(m, r)| m.rtt_us - r.rtt_us <= 0.1,
-                |(m, r)| {
-                    let delta = m.rtt_us - r.rtt_us;
-                    format!("{:.3} vs {:.3} µs: {delta:+.3} µs", m.rtt_us, r.rtt_us)
-                },
+                |(m, r)| m - r <= 0.1,
+                |(m, r)| format!("{m:.3} vs {r:.3} µs: {:+.3} µs", m - r),
                 &needs(Config::Mpi, Config::RawMpi, 8),
             ),
             Target {
@@ -381,27 +271,23 @@ impl Summary {
             },
             Target::judge(
                 "mttl TCP backend: 8 B round trip at most 10 µs",
-                self.get(Config::Tcp, 8),
-                |t| t.rtt_us <= 10.0,
-                |t| format!("{:.2} µs", t.rtt_us),
+                self.get(Config::Tcp, RTT, 8),
+                |&t| t <= 10.0,
+                |t| format!("{t:.2} µs"),
                 "tcp at 8",
             ),
             Target::judge(
                 "mttl TCP backend: 8 B round trip not slower than Open MPI's TCP transport",
                 pair(Config::Tcp, Config::RawMpiTcp, 8),
-                |(t, o)| t.rtt_us <= o.rtt_us,
-                |(t, o)| format!("{:.2} vs {:.2} µs", t.rtt_us, o.rtt_us),
+                |(t, o)| t <= o,
+                |(t, o)| format!("{t:.2} vs {o:.2} µs"),
                 &needs(Config::Tcp, Config::RawMpiTcp, 8),
             ),
             Target::judge(
                 "mttl TCP backend: 1 MiB bandwidth at least 0.9x Open MPI's TCP transport",
-                pair(Config::Tcp, Config::RawMpiTcp, 1 << 20),
-                |(t, o)| t.bw_bytes_per_s / o.bw_bytes_per_s >= 0.9,
-                |(t, o)| {
-                    let ratio = t.bw_bytes_per_s / o.bw_bytes_per_s;
-                    let (a, b) = (fmt_mib(t.bw_bytes_per_s), fmt_mib(o.bw_bytes_per_s));
-                    format!("{a} vs {b} MiB/s: {ratio:.2}x")
-                },
+                bw_pair(Config::Tcp, Config::RawMpiTcp, 1 << 20),
+                |(t, o)| t / o >= 0.9,
+                |(t, o)| format!("{} vs {} MiB/s: {:.2}x", fmt_mib(*t), fmt_mib(*o), t / o),
                 &needs(Config::Tcp, Config::RawMpiTcp, 1 << 20),
             ),
         ]
@@ -418,9 +304,12 @@ impl Summary {
         let mut compared = 0;
         let (mut misses, mut unresolved) = (Vec::new(), Vec::new());
         let mut by_one_job = false;
-        for &size in self.sizes.iter().filter(|&&s| s >= 4 << 10) {
-            let best = pair_ratio(self.get(Config::Mpi, size), self.get(Config::RawMpi, size));
-            let (one_job, control) = (self.one_job(size), self.control(size));
+        for &size in self.0.sizes.iter().filter(|&&s| s >= 4 << 10) {
+            let best = self.best_ratio(Config::Mpi, Config::RawMpi, size);
+            let (one_job, control) = (
+                self.one_job(Config::MpiVsRaw, size),
+                self.one_job(Config::RawVsRaw, size),
+            );
             let (judged, by) = match (one_job, best) {
                 (Some(o), _) => (o, " in one job"),
                 (None, Some(b)) => (b, ""),
@@ -490,18 +379,9 @@ impl Summary {
     }
 }
 
-/// The ratios of the best figures of two configurations.
-fn pair_ratio(a: Option<Best>, b: Option<Best>) -> Option<Paired> {
-    let (a, b) = a.zip(b)?;
-    Some(Paired {
-        rtt: a.rtt_us / b.rtt_us,
-        bw: a.bw_bytes_per_s / b.bw_bytes_per_s,
-        sweeps: 0,
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::measure::{Plan, SizeSamples};
     use super::*;
     use crate::bench::sweep::report::targets_text;
 
@@ -536,28 +416,6 @@ mod tests {
                 },
             },
         }
-    }
-
-    fn disturbed(mut r: Run<Measured<Samples>>) -> Run<Measured<Samples>> {
-        r.busy = Some(1.0);
-        r
-    }
-
-    #[test]
-    fn the_best_run_median_is_kept_and_disturbed_runs_count_last() {
-        let runs = vec![
-            run(0, 8, &[10.0, 30.0, 12.0], &[1.0, 5.0, 3.0], None),
-            run(1, 8, &[9.0, 11.0, 50.0], &[2.0, 2.0, 9.0], None),
-            disturbed(run(2, 8, &[1.0], &[99.0], None)),
-        ];
-        let summary = Summary::new(&[8], &[(Config::Tcp, runs)]);
-        let best = summary.get(Config::Tcp, 8).expect("8 was measured");
-        assert_eq!((best.rtt_us, best.rtt_min_us), (11.0, 9.0));
-        assert_eq!((best.bw_bytes_per_s, best.bw_max_bytes_per_s), (3.0, 9.0));
-        assert!(summary.get(Config::Tcp, 16).is_none() && summary.get(Config::Mpi, 8).is_none());
-        let only_disturbed = vec![disturbed(run(0, 8, &[5.0], &[9.0], None))];
-        let summary = Summary::new(&[8], &[(Config::Tcp, only_disturbed)]);
-        assert_eq!(summary.get(Config::Tcp, 8).map(|b| b.rtt_us), Some(5.0));
     }
 
     #[test]

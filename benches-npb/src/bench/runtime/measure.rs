@@ -1,4 +1,4 @@
-//! The measurement loops: what each [`Metric`] times, and how samples are
+//! The measurement loops: what each metric times, and how samples are
 //! taken.
 //!
 //! Every figure is a time per operation. For each metric:
@@ -55,44 +55,9 @@ pub(super) const SPAWN_BATCH: u64 = 256;
 /// a small argument) or its reply's.
 pub(super) const PING_LEN: usize = 16;
 
-/// What is measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, mttl::Encode, mttl::Decode)]
-#[bincode(crate = "mttl::bincode")]
-pub(super) enum Metric {
-    Switch,
-    Spawn,
-    InvokeLocal,
-    InvokeRemote,
-    Ainvoke,
-    Barrier,
-    RoundTrip,
-}
-
-impl Metric {
-    /// Every metric, in table order.
-    pub(super) const ALL: [Metric; 7] = [
-        Metric::Switch,
-        Metric::Spawn,
-        Metric::InvokeLocal,
-        Metric::InvokeRemote,
-        Metric::RoundTrip,
-        Metric::Ainvoke,
-        Metric::Barrier,
-    ];
-
-    /// The key in results files and JSON.
-    pub(super) fn key(self) -> &'static str {
-        match self {
-            Metric::Switch => "switch",
-            Metric::Spawn => "spawn",
-            Metric::InvokeLocal => "invoke_local",
-            Metric::InvokeRemote => "invoke_remote",
-            Metric::Ainvoke => "ainvoke",
-            Metric::Barrier => "barrier",
-            Metric::RoundTrip => "round_trip",
-        }
-    }
-}
+/// A run's samples: seconds per operation, by metric (its key in the
+/// table above, in results files and in JSON).
+pub(super) type Samples = Vec<(String, Vec<f64>)>;
 
 /// Seconds per operation, [`SAMPLES`] times, of `run(n)`, which performs
 /// `n` operations and returns how long they took (steps 1 and 2 of the
@@ -124,7 +89,7 @@ fn per_op(samples: Vec<f64>, ops_per_unit: u64) -> Vec<f64> {
 }
 
 /// `switch` and `spawn` by the scheduler alone, in this process (no runtime).
-pub(super) fn scheduler_alone(sample_time: Duration) -> Vec<(Metric, Vec<f64>)> {
+pub(super) fn scheduler_alone(sample_time: Duration) -> Samples {
     let switch = samples(sample_time, |n| {
         for _ in 0..2 {
             thread::spawn("bench:yield", move || {
@@ -150,8 +115,8 @@ pub(super) fn scheduler_alone(sample_time: Duration) -> Vec<(Metric, Vec<f64>)> 
         start.elapsed()
     });
     vec![
-        (Metric::Switch, per_op(switch, 2)),
-        (Metric::Spawn, per_op(spawn, SPAWN_BATCH)),
+        ("switch".into(), per_op(switch, 2)),
+        ("spawn".into(), per_op(spawn, SPAWN_BATCH)),
     ]
 }
 
@@ -173,7 +138,7 @@ fn barrier_loop(n: u64) -> f64 {
 
 /// Every metric of an mttl program, on rank 0 of a two-rank job (rank 1
 /// serves).
-pub(super) fn in_program(sample_time: Duration) -> Vec<(Metric, Vec<f64>)> {
+pub(super) fn in_program(sample_time: Duration) -> Samples {
     let switch = samples(sample_time, |n| {
         let done: SyncCell<()> = SyncCell::new();
         let start = Instant::now();
@@ -236,12 +201,12 @@ pub(super) fn in_program(sample_time: Duration) -> Vec<(Metric, Vec<f64>)> {
         Duration::from_secs_f64(per_rank[0])
     });
     vec![
-        (Metric::Switch, per_op(switch, 2)),
-        (Metric::Spawn, per_op(spawn, SPAWN_BATCH)),
-        (Metric::InvokeLocal, invoke_local),
-        (Metric::InvokeRemote, invoke_remote),
-        (Metric::Ainvoke, per_op(ainvoke, AINVOKE_WINDOW)),
-        (Metric::Barrier, barrier),
+        ("switch".into(), per_op(switch, 2)),
+        ("spawn".into(), per_op(spawn, SPAWN_BATCH)),
+        ("invoke_local".into(), invoke_local),
+        ("invoke_remote".into(), invoke_remote),
+        ("ainvoke".into(), per_op(ainvoke, AINVOKE_WINDOW)),
+        ("barrier".into(), barrier),
     ]
 }
 

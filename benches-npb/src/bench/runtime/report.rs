@@ -1,31 +1,19 @@
-//! From runs to figures: the best run per configuration and metric, the
-//! table, the targets check and the `--json` document.
-//!
-//! A run's figure is the median of its samples; of the K runs the lowest
-//! time per operation is kept (the machine is shared and noisy: slower runs
-//! measure the neighbours).
-
-use std::collections::HashMap;
+//! From runs to figures: per configuration and metric the best run
+//! (the [figures table](crate::bench::sweep::figures), every metric a time
+//! per operation, the lowest kept), the table, the targets check and the
+//! `--json` document.
 
 use serde_json::{json, Map, Value};
 
-use super::measure::{Metric, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
+use super::measure::{Samples, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
 use super::Config;
+use crate::bench::sweep::figures::{self, Figure};
 use crate::bench::sweep::jobs::{BenchConfig, Measured};
-use crate::bench::sweep::report::{document, median, render, targets_json, Target};
-use crate::bench::sweep::{best, counted, Run};
+use crate::bench::sweep::report::{document, render, short, targets_json, Target};
+use crate::bench::sweep::Run;
 
 /// One run: seconds per operation, by metric.
-type RunResult = Run<Measured<Vec<(Metric, Vec<f64>)>>>;
-
-/// The best figures of one configuration for one metric.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Best {
-    /// The lowest per-run median, seconds per operation.
-    pub(super) median_s: f64,
-    /// The lowest sample of any run, seconds per operation.
-    pub(super) min_s: f64,
-}
+type RunResult = Run<Measured<Samples>>;
 
 /// How a figure is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,31 +44,36 @@ impl Unit {
     fn format(self, per_op_s: f64) -> String {
         let v = self.value(per_op_s);
         match self {
-            Unit::Ns | Unit::Us if v < 10.0 => format!("{v:.2}"),
-            Unit::Ns | Unit::Us if v < 1000.0 => format!("{v:.1}"),
-            Unit::Ns | Unit::Us => format!("{v:.0}"),
+            Unit::Ns | Unit::Us => short(v),
             Unit::CallsPerS if v >= 1e6 => format!("{:.2} M", v / 1e6),
             Unit::CallsPerS => format!("{:.0} k", v / 1e3),
         }
     }
 }
 
-/// The metric of a unit, as shown.
-fn unit_of(metric: Metric) -> Unit {
-    match metric {
-        Metric::Switch | Metric::Spawn => Unit::Ns,
-        Metric::Ainvoke => Unit::CallsPerS,
-        Metric::InvokeLocal | Metric::InvokeRemote | Metric::Barrier | Metric::RoundTrip => {
-            Unit::Us
-        }
-    }
+/// Every metric, in table order, and the unit it is shown in.
+const METRICS: [(&str, Unit); 7] = [
+    ("switch", Unit::Ns),
+    ("spawn", Unit::Ns),
+    ("invoke_local", Unit::Us),
+    ("invoke_remote", Unit::Us),
+    ("round_trip", Unit::Us),
+    ("ainvoke", Unit::CallsPerS),
+    ("barrier", Unit::Us),
+];
+
+fn unit_of(metric: &str) -> Unit {
+    METRICS
+        .iter()
+        .find(|m| m.0 == metric)
+        .map_or(Unit::Us, |m| m.1)
 }
 
 /// One row of the table: a metric measured in up to three configurations,
 /// shown in the columns `sched`, `mttl-tcp`, `mttl-mpi`.
 struct Row {
     label: String,
-    metric: Metric,
+    metric: &'static str,
     cells: [Option<Config>; 3],
     target: &'static str,
 }
@@ -91,49 +84,49 @@ fn rows() -> Vec<Row> {
     vec![
         Row {
             label: "thread switch (yield ping-pong)".into(),
-            metric: Metric::Switch,
+            metric: "switch",
             cells: program,
             target: "≤ 10",
         },
         Row {
             label: format!("spawn + run an empty thread (batches of {SPAWN_BATCH})"),
-            metric: Metric::Spawn,
+            metric: "spawn",
             cells: program,
             target: "≤ 100",
         },
         Row {
             label: "invoke on its own node".into(),
-            metric: Metric::InvokeLocal,
+            metric: "invoke_local",
             cells: backends,
             target: "",
         },
         Row {
             label: "invoke round trip to rank 1".into(),
-            metric: Metric::InvokeRemote,
+            metric: "invoke_remote",
             cells: backends,
             target: "tcp ≤ 10, mpi ≤ raw + 1",
         },
         Row {
             label: format!("  comm layer round trip, {PING_LEN} B"),
-            metric: Metric::RoundTrip,
+            metric: "round_trip",
             cells: [None, Some(Config::CommTcp), Some(Config::CommMpi)],
             target: "",
         },
         Row {
             label: format!("  raw rsmpi round trip, {PING_LEN} B"),
-            metric: Metric::RoundTrip,
+            metric: "round_trip",
             cells: [None, None, Some(Config::RawMpi)],
             target: "",
         },
         Row {
             label: format!("ainvoke to rank 1, {AINVOKE_WINDOW} in flight"),
-            metric: Metric::Ainvoke,
+            metric: "ainvoke",
             cells: backends,
             target: "≥ 1 M",
         },
         Row {
             label: "barrier, 2 ranks".into(),
-            metric: Metric::Barrier,
+            metric: "barrier",
             cells: backends,
             target: "",
         },
@@ -142,39 +135,24 @@ fn rows() -> Vec<Row> {
 
 /// Everything measured in one invocation.
 #[derive(Debug, Clone)]
-pub(super) struct Summary {
-    best: HashMap<(Config, Metric), Best>,
-}
+pub(super) struct Summary(figures::Figures<Config>);
 
 impl Summary {
-    /// The best of the counted runs of each configuration, per metric.
+    /// The figures of the runs of each configuration.
     pub(super) fn new(runs: &[(Config, Vec<RunResult>)]) -> Summary {
-        let mut best_of = HashMap::new();
-        for (config, runs) in runs {
-            let counted = counted(runs);
-            for metric in Metric::ALL {
-                let samples: Vec<&Vec<f64>> = counted
-                    .iter()
-                    .flat_map(|r| &r.result.samples)
-                    .filter(|(m, _)| *m == metric)
-                    .map(|(_, s)| s)
-                    .collect();
-                let median_s = best(samples.iter().map(|s| median(s)), false);
-                let min_s = best(
-                    samples.iter().flat_map(|s| s.iter().map(|&v| Some(v))),
-                    false,
-                );
-                if let Some((median_s, min_s)) = median_s.zip(min_s) {
-                    best_of.insert((*config, metric), Best { median_s, min_s });
-                }
-            }
-        }
-        Summary { best: best_of }
+        Summary(figures::Figures::new(&[], &[0], runs, |r| {
+            let known = r.samples.iter().filter_map(|(m, s)| {
+                let &(key, _) = METRICS.iter().find(|k| k.0 == m)?;
+                Some((key, 0, s.clone()))
+            });
+            known.collect()
+        }))
     }
 
-    /// The best figures of `config` for `metric`, if measured.
-    pub(super) fn get(&self, config: Config, metric: Metric) -> Option<Best> {
-        self.best.get(&(config, metric)).copied()
+    /// The best run's median of `config` for `metric`, seconds per
+    /// operation, if measured.
+    pub(super) fn get(&self, config: Config, metric: &'static str) -> Option<f64> {
+        self.0.get(Figure::Best(config, metric), 0)
     }
 
     /// The table.
@@ -191,7 +169,7 @@ impl Summary {
                     cells.push(
                         config
                             .and_then(|c| self.get(c, row.metric))
-                            .map_or_else(|| "-".to_owned(), |b| unit.format(b.median_s)),
+                            .map_or_else(|| "-".to_owned(), |b| unit.format(b)),
                     );
                 }
                 cells.push(row.target.to_owned());
@@ -203,46 +181,44 @@ impl Summary {
 
     /// The project's performance targets, checked against the figures.
     pub(super) fn targets(&self) -> Vec<Target> {
-        let judge = |metric: Metric, config: Config, what: &str, met: fn(f64) -> bool| {
+        let judge = |metric: &'static str, config: Config, what: &str, met: fn(f64) -> bool| {
             let unit = unit_of(metric);
             Target::judge(
                 format!("{what} ({})", config.column()),
                 self.get(config, metric),
-                |b| met(unit.value(b.median_s)),
-                |b| format!("{} {}", unit.format(b.median_s), unit.label()),
+                |&b| met(unit.value(b)),
+                |&b| format!("{} {}", unit.format(b), unit.label()),
                 config.name(),
             )
         };
         let mut targets = Vec::new();
         for config in [Config::Sched, Config::Tcp, Config::Mpi] {
             targets.push(judge(
-                Metric::Switch,
+                "switch",
                 config,
                 "thread switch at most 10 ns",
                 |v| v <= 10.0,
             ));
         }
         for config in [Config::Sched, Config::Tcp, Config::Mpi] {
-            targets.push(judge(Metric::Spawn, config, "spawn at most 100 ns", |v| {
+            targets.push(judge("spawn", config, "spawn at most 100 ns", |v| {
                 v <= 100.0
             }));
         }
         let invoke = "invoke round trip at most 10 µs";
-        targets.push(judge(Metric::InvokeRemote, Config::Tcp, invoke, |v| {
-            v <= 10.0
-        }));
+        targets.push(judge("invoke_remote", Config::Tcp, invoke, |v| v <= 10.0));
         targets.push(Target::judge(
             "invoke round trip at most raw MPI's round trip + 1 µs (mttl-mpi)",
-            self.get(Config::Mpi, Metric::InvokeRemote)
-                .zip(self.get(Config::RawMpi, Metric::RoundTrip))
-                .map(|(m, r)| (m.median_s * 1e6, r.median_s * 1e6)),
+            self.get(Config::Mpi, "invoke_remote")
+                .zip(self.get(Config::RawMpi, "round_trip"))
+                .map(|(m, r)| (m * 1e6, r * 1e6)),
             |(m, r)| m - r <= 1.0,
             |(m, r)| format!("{m:.2} vs {r:.2} µs: {:+.2} µs", m - r),
             "mpi and raw-mpi",
         ));
         for config in [Config::Tcp, Config::Mpi] {
             let what = "ainvoke at least 1 M calls/s";
-            targets.push(judge(Metric::Ainvoke, config, what, |v| v >= 1e6));
+            targets.push(judge("ainvoke", config, what, |v| v >= 1e6));
         }
         targets
     }
@@ -257,17 +233,26 @@ impl Summary {
         notes: &[String],
     ) -> Value {
         let mut results = Map::new();
-        for (&(config, metric), b) in &self.best {
-            let unit = unit_of(metric);
-            let entry = results
-                .entry(config.name())
-                .or_insert_with(|| Value::Object(Map::new()));
-            entry[metric.key()] = json!({
-                "value": unit.value(b.median_s),
-                "unit": unit.label(),
-                "best_sample": unit.value(b.min_s),
-                "seconds_per_op": b.median_s,
-            });
+        for config in self.0.configs() {
+            let mut figures = Map::new();
+            for (key, unit) in METRICS {
+                let Some(s) = self.get(config, key) else {
+                    continue;
+                };
+                let min_s = self.0.get(Figure::Extreme(config, key), 0).unwrap_or(s);
+                figures.insert(
+                    key.into(),
+                    json!({
+                        "value": unit.value(s),
+                        "unit": unit.label(),
+                        "best_sample": unit.value(min_s),
+                        "seconds_per_op": s,
+                    }),
+                );
+            }
+            if !figures.is_empty() {
+                results.insert(config.name().into(), figures.into());
+            }
         }
         let mut doc = document("runtime", reps, method, notes);
         doc["samples"] = SAMPLES.into();
@@ -286,10 +271,13 @@ mod tests {
     use super::*;
     use crate::bench::sweep::report::Verdict;
 
-    fn run(metrics: Vec<(Metric, Vec<f64>)>) -> RunResult {
+    fn run(metrics: Vec<(&str, Vec<f64>)>) -> RunResult {
         Run::new(Measured {
             backend: "tcp".into(),
-            samples: metrics,
+            samples: metrics
+                .into_iter()
+                .map(|(m, s)| (m.to_owned(), s))
+                .collect(),
         })
     }
 
@@ -298,17 +286,17 @@ mod tests {
         let runs = vec![(
             Config::Tcp,
             vec![
-                run(vec![(Metric::InvokeRemote, vec![10e-6, 30e-6, 12e-6])]),
-                run(vec![(Metric::InvokeRemote, vec![9e-6, 11e-6, 50e-6])]),
+                run(vec![("invoke_remote", vec![10e-6, 30e-6, 12e-6])]),
+                run(vec![("invoke_remote", vec![9e-6, 11e-6, 50e-6])]),
             ],
         )];
         let summary = Summary::new(&runs);
-        let best = summary
-            .get(Config::Tcp, Metric::InvokeRemote)
-            .expect("measured");
-        assert!((best.median_s - 11e-6).abs() < 1e-12);
-        assert!((best.min_s - 9e-6).abs() < 1e-12);
-        assert!(summary.get(Config::Mpi, Metric::InvokeRemote).is_none());
+        let best = summary.get(Config::Tcp, "invoke_remote").expect("measured");
+        assert!((best - 11e-6).abs() < 1e-12);
+        let doc = summary.to_json(1, 1, &[], &[]);
+        let best_sample = &doc["results"]["tcp"]["invoke_remote"]["best_sample"];
+        assert!((best_sample.as_f64().unwrap() - 9.0).abs() < 1e-9);
+        assert!(summary.get(Config::Mpi, "invoke_remote").is_none());
     }
 
     #[test]
@@ -316,9 +304,9 @@ mod tests {
         let runs = vec![(
             Config::Tcp,
             vec![run(vec![
-                (Metric::InvokeRemote, vec![12e-6]),
-                (Metric::Ainvoke, vec![0.5e-6]),
-                (Metric::Switch, vec![6e-9]),
+                ("invoke_remote", vec![12e-6]),
+                ("ainvoke", vec![0.5e-6]),
+                ("switch", vec![6e-9]),
             ])],
         )];
         let summary = Summary::new(&runs);

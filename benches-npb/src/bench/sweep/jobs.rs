@@ -14,6 +14,7 @@ use mttl::bincode::{self, Decode, Encode};
 use mttl_comm::launch::{self, BackendKind, JobSpec};
 use mttl_comm::{AnyComm, Comm};
 
+use super::{Sweeps, Swept};
 use crate::bench::error::BenchError;
 
 /// A configuration of a subcommand: something measured by one job.
@@ -73,6 +74,62 @@ pub fn chosen_configs<C: BenchConfig>(
         }
     }
     Ok(chosen)
+}
+
+/// The options of every subcommand that sweeps worker jobs (`comm`,
+/// `rwrite`, `runtime`), flattened into its arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SweepArgs<C: clap::ValueEnum + Clone + Send + Sync + 'static> {
+    /// Sweeps per configuration; the best is kept.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub reps: u32,
+    /// Configurations to measure, comma-separated. Default: every one this
+    /// build has (the MPI ones need the cargo feature `mpi`).
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Option<Vec<C>>,
+    /// Run as a worker rank of this configuration (used by the orchestrator).
+    #[arg(long, hide = true, requires = "out")]
+    pub worker: Option<C>,
+    /// Where a worker's rank 0 writes its results.
+    #[arg(long, hide = true)]
+    pub out: Option<PathBuf>,
+}
+
+impl<C: BenchConfig + clap::ValueEnum + Send + Sync> SweepArgs<C> {
+    /// Steps 1 to 3 of the [engine](super) for `mttl-bench BENCH`: the
+    /// configurations asked for (of `all`), each run a job of this program
+    /// with `args(config, sweep)` after the common ones, unless `local`
+    /// measures it in this process; `settle` and `retries` as [`Sweeps`]
+    /// has them.
+    pub fn sweep<R: Decode<()>>(
+        &self,
+        bench: &'static str,
+        all: &[C],
+        (settle, retries): (f64, usize),
+        args: impl Fn(C, usize) -> Vec<String>,
+        mut local: impl FnMut(C) -> Option<Measured<R>>,
+    ) -> Result<Swept<C, Measured<R>>, BenchError> {
+        let configs = chosen_configs(bench, self.backends.as_deref(), all)?;
+        let workers = Workers::new(bench)?;
+        let sweeps = Sweeps {
+            bench: &format!("mttl-bench {bench}"),
+            configs: &configs,
+            reps: self.reps,
+            settle,
+            retries,
+            keep_going: false,
+        };
+        sweeps.run(
+            |c| c.name().to_owned(),
+            |&config, sweep, attempt| match local(config) {
+                Some(measured) => Ok(measured),
+                None => {
+                    let tag = format!("{}-{sweep}-{attempt}", config.name());
+                    workers.run(config, &tag, &args(config, sweep))
+                }
+            },
+        )
+    }
 }
 
 /// Where a subcommand's worker jobs run and leave their results: this

@@ -20,12 +20,14 @@
 //!    [`report::median`]); the *paired* figure of two configurations is the
 //!    median over the sweeps of each sweep's ratio ([`paired`], one run per
 //!    sweep, [`per_sweep`]), which one lucky job of either side moves less.
+//!    The `mttl-bench` subcommands take both from the [`figures`] table.
 //!
 //! What the report is made of (tables, notes, targets and their verdicts,
-//! the JSON document, CSV files and figures) is in [`report`] and [`plot`];
-//! starting worker jobs and their results files in [`jobs`].
+//! the JSON document, CSV files and figures) is in [`figures`], [`report`]
+//! and [`plot`]; starting worker jobs and their results files in [`jobs`].
 
 pub mod cpu_load;
+pub mod figures;
 pub mod jobs;
 pub mod plot;
 pub mod report;
@@ -96,6 +98,13 @@ pub struct Swept<C, R> {
     pub log: Vec<JobLog<C>>,
     /// The runs that failed (with [`Sweeps::keep_going`]), and why.
     pub failures: Vec<(C, String)>,
+}
+
+impl<C: Clone, R> Swept<C, R> {
+    /// The configurations swept, in the order of `Sweeps::configs`.
+    pub fn configs(&self) -> Vec<C> {
+        self.runs.iter().map(|r| r.0.clone()).collect()
+    }
 }
 
 /// One run the orchestrator made, and how disturbed it was.
@@ -248,16 +257,6 @@ pub fn per_sweep<R>(runs: &[Run<R>]) -> Vec<&Run<R>> {
     chosen
 }
 
-/// The best of `figures` (the highest if `higher`, else the lowest),
-/// skipping those that are not finite.
-pub fn best(figures: impl IntoIterator<Item = Option<f64>>, higher: bool) -> Option<f64> {
-    figures
-        .into_iter()
-        .flatten()
-        .filter(|f| f.is_finite())
-        .reduce(|a, b| if (b > a) == higher { b } else { a })
-}
-
 /// A median of ratios, and how many ratios it is the median of.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ratio {
@@ -306,21 +305,14 @@ mod tests {
     }
 
     #[test]
-    fn best_of_counts_undisturbed_runs_first() {
+    fn undisturbed_runs_count_where_there_are_any() {
+        let figures = |runs: &[Run<f64>]| -> Vec<f64> {
+            counted(runs).into_iter().map(|r| r.result).collect()
+        };
         let runs = [run(0, 0.0, 10.0), run(1, 0.9, 5.0), run(2, 0.1, 8.0)];
-        let lowest = |runs: &[&Run<f64>]| best(runs.iter().map(|r| Some(r.result)), false);
-        assert_eq!(
-            lowest(&counted(&runs)),
-            Some(8.0),
-            "the disturbed 5.0 is left out"
-        );
+        assert_eq!(figures(&runs), [10.0, 8.0], "the disturbed 5.0 is left out");
         let all_disturbed = [run(0, 0.5, 10.0), run(1, 0.9, 5.0)];
-        assert_eq!(lowest(&counted(&all_disturbed)), Some(5.0));
-        assert_eq!(
-            best([Some(1.0), None, Some(f64::NAN), Some(3.0)], true),
-            Some(3.0)
-        );
-        assert_eq!(best([None], true), None);
+        assert_eq!(figures(&all_disturbed), [10.0, 5.0]);
     }
 
     #[test]

@@ -69,6 +69,15 @@ pub enum PlotError {
     },
 }
 
+/// Writes `picture` as `STEM.svg` and `STEM.png` beside each other;
+/// returns both paths.
+pub fn write_both(stem: &Path, picture: &impl Picture) -> Result<[PathBuf; 2], PlotError> {
+    let [svg, png] = ["svg", "png"].map(|ext| stem.with_extension(ext));
+    write_svg(&svg, picture)?;
+    write_png(&png, picture)?;
+    Ok([svg, png])
+}
+
 /// Writes `picture` as SVG at `path`.
 pub fn write_svg(path: &Path, picture: &impl Picture) -> Result<(), PlotError> {
     let drawing = |e: DrawingAreaErrorKind<_>| PlotError::Draw {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::jobs::{mpi_build_hint, BenchConfig};
-use super::plot::{write_png, write_svg, Picture};
+use super::plot::{write_both, Picture};
 use super::{JobLog, Run, BUSY_WARNING};
 use crate::bench::error::BenchError;
 
@@ -60,6 +60,16 @@ pub fn render(headers: &[String], rows: &[Vec<String>], gaps: &[usize], labelled
         out.push('\n');
     }
     out
+}
+
+/// A figure for a table: two decimals below 10, one below 1000, else
+/// none.
+pub fn short(v: f64) -> String {
+    match v.abs() {
+        a if a < 10.0 => format!("{v:.2}"),
+        a if a < 1000.0 => format!("{v:.1}"),
+        _ => format!("{v:.0}"),
+    }
 }
 
 /// `v` formatted by `f`, or `-`.
@@ -365,8 +375,7 @@ impl OutputFiles {
             path: self.csv.clone(),
             source,
         })?;
-        write_svg(&self.svg, picture)?;
-        write_png(&self.png, picture)?;
+        write_both(&self.csv, picture)?;
         Ok(())
     }
 
@@ -389,6 +398,10 @@ mod tests {
 
     #[test]
     fn tables_align_and_group() {
+        assert_eq!(
+            [short(9.0), short(12.34), short(-1234.5)],
+            ["9.00", "12.3", "-1234"]
+        );
         let headers = vec!["a".to_owned(), "bb".to_owned(), "c".to_owned()];
         let rows = vec![vec!["xyz".to_owned(), "1".to_owned(), String::new()]];
         assert_eq!(

@@ -8,11 +8,8 @@
 //!   recv, probe and test calls, log scale) with the megabytes the rank
 //!   sent written above it.
 
-use std::path::{Path, PathBuf};
-
 use benches_npb::bench::plot::{
-    log_ticks, tick_label, write_png, write_svg, Axis, BarPanel, BarPanels, LineChart, Panel,
-    Picture, PlotError, Series,
+    log_ticks, tick_label, Axis, BarPanel, BarPanels, LineChart, Panel, Series,
 };
 use benches_npb::npb::drivers::Kernel;
 use benches_npb::npb::Class;
@@ -22,19 +19,6 @@ use plotters::style::full_palette::{
 };
 
 use crate::Config;
-
-/// Writes `picture` as `DIR/STEM.svg` and `DIR/STEM.png`; returns both paths.
-pub(crate) fn write_both(
-    dir: &Path,
-    stem: &str,
-    picture: &impl Picture,
-) -> Result<[PathBuf; 2], PlotError> {
-    let svg = dir.join(format!("{stem}.svg"));
-    let png = dir.join(format!("{stem}.png"));
-    write_svg(&svg, picture)?;
-    write_png(&png, picture)?;
-    Ok([svg, png])
-}
 
 /// The colours of the time figure's lines, in order.
 const LINE_COLOURS: [plotters::style::RGBColor; 6] = [

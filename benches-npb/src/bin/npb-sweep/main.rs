@@ -42,7 +42,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
-use benches_npb::bench::plot::PlotError;
+use benches_npb::bench::plot::{write_both, PlotError};
+use benches_npb::bench::sweep::report::{cell, render};
 use benches_npb::bench::sweep::{per_sweep, Sweeps, BUSY_WARNING};
 use benches_npb::bench::BenchError;
 use benches_npb::npb::cg::CgGrid;
@@ -388,35 +389,41 @@ fn summary(configs: &[Config]) -> String {
             keys.push((c.point.kernel, c.point.class, c.point.nprocs));
         }
     }
-    let cell = |t: Option<f64>| t.map_or("-".to_owned(), |t| format!("{t:.3}"));
-    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) => format!("{:.3}", a / b),
-        _ => "-".to_owned(),
-    };
-    let mut out = String::from(
-        "\nBest time in seconds (\"Time in seconds\", slowest process) of each configuration\n\n",
+    let cell = |t: Option<f64>| cell(t, |t| format!("{t:.3}"));
+    let ratio = |a: Option<f64>, b: Option<f64>| cell(a.zip(b).map(|(a, b)| a / b));
+    let headers = [
+        "kernel",
+        "class",
+        "procs",
+        "mpi/mpi",
+        "mttl/mpi",
+        "mttl/tcp",
+        "mttl÷mpi (MPI)",
+        "tcp÷mpi (mttl)",
+    ];
+    let rows: Vec<Vec<String>> = keys
+        .into_iter()
+        .map(|key| {
+            let mpi = best_of(configs, key, Variant::Mpi, BackendKind::Mpi);
+            let mttl_mpi = best_of(configs, key, Variant::Mttl, BackendKind::Mpi);
+            let mttl_tcp = best_of(configs, key, Variant::Mttl, BackendKind::Tcp);
+            let (kernel, class, procs) = (key.0.name().to_owned(), key.1.to_string(), key.2);
+            vec![
+                kernel,
+                class,
+                procs.to_string(),
+                cell(mpi),
+                cell(mttl_mpi),
+                cell(mttl_tcp),
+                ratio(mttl_mpi, mpi),
+                ratio(mttl_tcp, mttl_mpi),
+            ]
+        })
+        .collect();
+    let mut out = format!(
+        "\nBest time in seconds (\"Time in seconds\", slowest process) of each configuration\n\n{}",
+        render(&headers.map(String::from), &rows, &[], true)
     );
-    let _ = writeln!(
-        out,
-        "kernel class procs  mpi/mpi  mttl/mpi  mttl/tcp  mttl÷mpi (MPI)  tcp÷mpi (mttl)"
-    );
-    for key in keys {
-        let mpi = best_of(configs, key, Variant::Mpi, BackendKind::Mpi);
-        let mttl_mpi = best_of(configs, key, Variant::Mttl, BackendKind::Mpi);
-        let mttl_tcp = best_of(configs, key, Variant::Mttl, BackendKind::Tcp);
-        let _ = writeln!(
-            out,
-            "{:<6} {:<5} {:>5} {:>8} {:>9} {:>9} {:>15} {:>15}",
-            key.0.name(),
-            key.1,
-            key.2,
-            cell(mpi),
-            cell(mttl_mpi),
-            cell(mttl_tcp),
-            ratio(mttl_mpi, mpi),
-            ratio(mttl_tcp, mttl_mpi)
-        );
-    }
     let busy: Vec<String> = configs
         .iter()
         .filter(|c| c.foreign_cpus >= BUSY_WARNING)
@@ -444,16 +451,18 @@ fn breakdown_summary(configs: &[Config]) -> String {
         "\nCommunication per process of the best run (MTTL_STATS=1 counts; tables 5-8)\n",
     );
     for (kernel, class) in groups(configs) {
-        let _ = writeln!(out, "\n{} class {class}", kernel.name());
-        breakdown::table_header(&mut out);
-        for c in configs
+        let rows: Vec<Vec<String>> = configs
             .iter()
             .filter(|c| (c.point.kernel, c.point.class) == (kernel, class))
-        {
-            if let Some(Ok(ranks)) = &c.stats {
-                breakdown::table_rows(&mut out, c.point.nprocs, &c.label(), ranks);
-            }
-        }
+            .filter_map(|c| match &c.stats {
+                Some(Ok(ranks)) => Some(breakdown::table_rows(c.point.nprocs, &c.label(), ranks)),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        let headers = breakdown::TABLE_HEADERS.map(String::from);
+        let table = render(&headers, &rows, &[], false);
+        let _ = write!(out, "\n{} class {class}\n{table}", kernel.name());
     }
     let missing: Vec<String> = configs
         .iter()
@@ -489,10 +498,10 @@ fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
             .collect();
         let stem = format!("{}-{class}", kernel.name().to_lowercase());
         let time = figures::time(kernel, class, &group);
-        paths.extend(figures::write_both(dir, &stem, &time)?);
+        paths.extend(write_both(&dir.join(&stem), &time)?);
         if let Some(breakdown) = figures::breakdown(kernel, class, &group) {
-            let stem = format!("{stem}-breakdown");
-            paths.extend(figures::write_both(dir, &stem, &breakdown)?);
+            let stem = dir.join(format!("{stem}-breakdown"));
+            paths.extend(write_both(&stem, &breakdown)?);
         }
     }
     Ok(paths)
