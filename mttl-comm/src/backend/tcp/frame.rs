@@ -626,11 +626,16 @@ mod tests {
         };
         let mut reader = FrameReader::new(1 << 30);
         let mut frames = Vec::new();
-        while src.pos < src.data.len() {
+        // Every read takes at least one byte: this many are enough.
+        for _ in 0..=src.data.len() {
+            if src.pos == src.data.len() {
+                break;
+            }
             reader
                 .read_from(&mut src, false, |f| frames.push(f))
                 .unwrap();
         }
+        assert_eq!(src.pos, src.data.len(), "the reader stopped reading");
         assert!(!reader.mid_frame());
         frames
     }
@@ -748,7 +753,14 @@ mod tests {
             reader.pause_large();
             let mut frames = Vec::new();
             let mut pauses = 0;
-            while src.pos < src.data.len() || reader.mid_frame() {
+            // Every round makes `step` more bytes available: this many
+            // rounds (and as many in place) bring them all, with room.
+            let rounds = 2 * (src.data.len() / step + 10);
+            for round in 0.. {
+                if src.pos == src.data.len() && !reader.mid_frame() {
+                    break;
+                }
+                assert!(round < rounds, "step {step}: no end after {rounds} rounds");
                 src.available += step;
                 reader
                     .read_from(&mut src, false, |f| frames.push(f))
@@ -760,20 +772,23 @@ mod tests {
                 let mut out = vec![0u8; header.len + 10];
                 let mut filled = 0;
                 match pauses % 3 {
-                    0 => loop {
-                        if reader
-                            .read_paused_from(&mut Plain(&mut src), &mut out, &mut filled)
-                            .unwrap()
-                        {
-                            out.truncate(header.len);
-                            frames.push(Frame {
-                                header,
-                                payload: out,
-                            });
-                            break;
+                    0 => {
+                        for tries in 0.. {
+                            assert!(tries < rounds, "step {step}: the payload is never complete");
+                            if reader
+                                .read_paused_from(&mut Plain(&mut src), &mut out, &mut filled)
+                                .unwrap()
+                            {
+                                out.truncate(header.len);
+                                frames.push(Frame {
+                                    header,
+                                    payload: out,
+                                });
+                                break;
+                            }
+                            src.available += step;
                         }
-                        src.available += step;
-                    },
+                    }
                     1 => reader.resume().unwrap(),
                     _ => {
                         let done =
@@ -825,7 +840,14 @@ mod tests {
         });
         let mut reader = FrameReader::new(1 << 30);
         let mut frames = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while frames.len() < payloads.len() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "only {} of {} frames arrived within 30 s",
+                frames.len(),
+                payloads.len()
+            );
             reader
                 .read_from_socket(&mut rx, false, |f| frames.push(f))
                 .unwrap();
@@ -870,11 +892,15 @@ mod tests {
             };
             let mut reader = FrameReader::new(1 << 30);
             let mut frames = Vec::new();
-            while frames.is_empty() {
+            for _ in 0..=len {
+                if !frames.is_empty() {
+                    break;
+                }
                 reader
                     .read_source(&mut counting, false, |f| frames.push(f))
                     .unwrap();
             }
+            assert_eq!(frames.len(), 1, "the frame never came out");
             assert_eq!(frames[0].payload.len(), len);
             counting.acks
         };
@@ -943,5 +969,291 @@ mod tests {
             reader.read_from(&mut src, true, |_| {}),
             Err(ReadError::Closed { mid_frame: true })
         ));
+    }
+
+    /// A reader that hands out `data` in `chunk`s, then fails once with
+    /// `error` (a reset connection, say), then ends: a reader that ignored
+    /// the error and read on would meet the end and say so, never wait.
+    struct Failing {
+        data: Vec<u8>,
+        pos: usize,
+        chunk: usize,
+        error: Option<io::ErrorKind>,
+    }
+
+    impl Failing {
+        fn new(data: Vec<u8>, chunk: usize, error: io::ErrorKind) -> Failing {
+            Failing {
+                data,
+                pos: 0,
+                chunk,
+                error: Some(error),
+            }
+        }
+    }
+
+    impl Read for Failing {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.pos == self.data.len() {
+                return match self.error.take() {
+                    Some(kind) => Err(kind.into()),
+                    None => Ok(0),
+                };
+            }
+            let n = out.len().min(self.chunk).min(self.data.len() - self.pos);
+            out[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    /// A [`Failing`] reader seen as a socket: it reads into spare capacity
+    /// as `recv` does, so the large-payload path of a socket is taken.
+    struct FailingSocket(Failing);
+
+    impl Source for FailingSocket {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.0.read(buf)
+        }
+
+        fn read_spare(&mut self, v: &mut Vec<u8>, max: usize) -> Option<io::Result<usize>> {
+            let room = max.min(v.capacity() - v.len());
+            let mut piece = vec![0u8; room];
+            Some(self.0.read(&mut piece).map(|n| {
+                v.extend_from_slice(&piece[..n]);
+                n
+            }))
+        }
+    }
+
+    /// Reads everything `src` has with at most `reads` calls, each read
+    /// to the end; the frames, and how reading stopped.
+    fn read_until_error(
+        reader: &mut FrameReader,
+        src: &mut impl Source,
+        reads: usize,
+    ) -> (Vec<Frame>, Result<(), ReadError>) {
+        let mut frames = Vec::new();
+        for _ in 0..reads {
+            if let Err(e) = reader.read_source(src, true, |f| frames.push(f)) {
+                return (frames, Err(e));
+            }
+        }
+        (frames, Ok(()))
+    }
+
+    fn assert_reset(result: Result<(), ReadError>, what: &str) {
+        match result {
+            Err(ReadError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{what}"),
+            other => panic!("{what}: expected the reset, got {other:?}"),
+        }
+    }
+
+    /// A transport error on every read path is reported as that error, not
+    /// taken for "nothing yet" (which would leave the reader waiting for
+    /// bytes that will never come) nor for an end of stream.
+    #[test]
+    fn a_reset_on_every_read_path_is_an_io_error() {
+        let small = frame_bytes(1, &[9; 1000]);
+        let large = frame_bytes(2, &vec![8; 300_000]);
+        let cases: [(&str, Vec<u8>); 4] = [
+            ("mid-header", small[..10].to_vec()),
+            ("mid-payload of a small frame", small[..500].to_vec()),
+            ("mid-payload of a large frame", large[..150_000].to_vec()),
+            ("between frames", [small.clone(), large.clone()].concat()),
+        ];
+        for (what, data) in cases {
+            let expect_frames = usize::from(what == "between frames") * 2;
+            // Read as a plain reader (zeroing ahead of each read) ...
+            let mut reader = FrameReader::new(1 << 20);
+            let mut src = Failing::new(data.clone(), 40_000, io::ErrorKind::ConnectionReset);
+            let (frames, result) = read_until_error(&mut reader, &mut Plain(&mut src), 100);
+            assert_eq!(frames.len(), expect_frames, "plain, {what}");
+            assert_reset(result, &format!("plain, {what}"));
+            assert_eq!(reader.mid_frame(), expect_frames == 0, "plain, {what}");
+            // ... and as a socket (receiving into spare capacity).
+            let mut reader = FrameReader::new(1 << 20);
+            let mut src = FailingSocket(Failing::new(data, 40_000, io::ErrorKind::ConnectionReset));
+            let (frames, result) = read_until_error(&mut reader, &mut src, 100);
+            assert_eq!(frames.len(), expect_frames, "socket, {what}");
+            assert_reset(result, &format!("socket, {what}"));
+        }
+    }
+
+    /// A reset in the middle of a payload read in place is an error too.
+    #[test]
+    fn a_reset_mid_in_place_read_is_an_io_error() {
+        let len = 200_000;
+        let bytes = flagged_frame_bytes(3, &vec![5; len], true);
+        for chunk in [1000, 64 << 10] {
+            let mut src = Failing::new(
+                bytes[..120_000].to_vec(),
+                chunk,
+                io::ErrorKind::ConnectionReset,
+            );
+            let mut reader = FrameReader::new(1 << 20);
+            reader.pause_large();
+            reader
+                .read_from(&mut src, false, |_| panic!("no whole frame"))
+                .expect("the header arrives");
+            assert_eq!(reader.paused().map(|h| h.len), Some(len));
+            let mut out = vec![0u8; len];
+            let mut filled = 0;
+            let mut result = Ok(false);
+            for _ in 0..1000 {
+                result = reader.read_paused_from(&mut Plain(&mut src), &mut out, &mut filled);
+                if !matches!(result, Ok(false)) {
+                    break;
+                }
+            }
+            match result {
+                Err(ReadError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset),
+                other => panic!("chunk {chunk}: expected the reset, got {other:?}"),
+            }
+            assert_eq!(
+                filled,
+                120_000 - HEADER_LEN,
+                "chunk {chunk}: what arrived was placed"
+            );
+            assert!(out[..filled].iter().all(|&b| b == 5));
+        }
+    }
+
+    /// An interrupted read is retried on every path, and the frames come
+    /// out whole.
+    #[test]
+    fn an_interrupted_read_is_retried() {
+        struct Interrupting {
+            inner: Chunked,
+            every: usize,
+            reads: usize,
+        }
+        impl Read for Interrupting {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                self.reads += 1;
+                if self.reads % self.every == 0 {
+                    return Err(io::ErrorKind::Interrupted.into());
+                }
+                self.inner.read(out)
+            }
+        }
+        let payloads = [vec![1u8; 10], vec![2u8; 300_000], vec![3u8; 20]];
+        let bytes: Vec<u8> = payloads
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| flagged_frame_bytes(i as Tag, p, true))
+            .collect();
+        for every in [2, 3] {
+            let mut src = Interrupting {
+                inner: Chunked {
+                    data: bytes.clone(),
+                    pos: 0,
+                    chunk: 30_000,
+                    eof: true,
+                },
+                every,
+                reads: 0,
+            };
+            let mut reader = FrameReader::new(1 << 20);
+            let mut frames = Vec::new();
+            let result = reader.read_from(&mut src, true, |f| frames.push(f));
+            assert!(
+                matches!(result, Err(ReadError::Closed { mid_frame: false })),
+                "every {every}: {result:?}"
+            );
+            let got: Vec<Vec<u8>> = frames.into_iter().map(|f| f.payload).collect();
+            assert_eq!(got, payloads, "every {every}");
+            // In place too.
+            src.inner.pos = 0;
+            let mut reader = FrameReader::new(1 << 20);
+            reader.pause_large();
+            let mut frames = Vec::new();
+            reader
+                .read_from(&mut src, true, |f| frames.push(f))
+                .unwrap();
+            let header = reader.paused().expect("stopped at the large payload");
+            let mut out = vec![0u8; header.len];
+            let mut filled = 0;
+            let done = reader.read_paused_from(&mut Plain(&mut src), &mut out, &mut filled);
+            assert!(matches!(done, Ok(true)), "every {every}: {done:?}");
+            assert_eq!(out, payloads[1]);
+        }
+    }
+
+    /// `bytes_read` counts every byte taken from the source, buffered or
+    /// read straight into a large payload: it is how a caller learns that a
+    /// read got anything.
+    #[test]
+    fn bytes_read_counts_every_byte_read() {
+        let mut reader = FrameReader::new(1 << 30);
+        assert_eq!(reader.bytes_read(), 0);
+        let mut total = 0;
+        for (tag, len) in [(1, 5usize), (2, 70_000), (3, 0), (4, 1 << 20)] {
+            let bytes = frame_bytes(tag, &vec![tag as u8; len]);
+            total += bytes.len() as u64;
+            let mut src = Chunked {
+                data: bytes,
+                pos: 0,
+                chunk: 10_000,
+                eof: false,
+            };
+            let mut frames = Vec::new();
+            for _ in 0..1000 {
+                if !frames.is_empty() {
+                    break;
+                }
+                reader
+                    .read_from(&mut src, false, |f| frames.push(f))
+                    .unwrap();
+            }
+            assert_eq!(frames.len(), 1, "frame {tag}");
+            assert_eq!(reader.bytes_read(), total, "after frame {tag}");
+        }
+        // A read that would block adds nothing.
+        let mut empty = Chunked {
+            data: Vec::new(),
+            pos: 0,
+            chunk: 1,
+            eof: false,
+        };
+        reader.read_from(&mut empty, true, |_| {}).unwrap();
+        assert_eq!(reader.bytes_read(), total);
+    }
+
+    /// A goodbye is a frame of its own, with neither payload nor flag.
+    #[test]
+    fn goodbye_frames_carry_nothing() {
+        let goodbye = Header {
+            kind: FrameKind::Goodbye,
+            tag: 0,
+            len: 0,
+            bulk: false,
+        };
+        assert_eq!(Header::decode(&goodbye.encode(), 0), Ok(goodbye));
+        for bad in [
+            Header { len: 1, ..goodbye },
+            Header {
+                bulk: true,
+                ..goodbye
+            },
+        ] {
+            assert_eq!(
+                Header::decode(&bad.encode(), 100),
+                Err(format!(
+                    "goodbye frame with a {}-byte payload or the bulk flag",
+                    bad.len
+                ))
+            );
+        }
+        assert_eq!(Header::data(5, 7, true).encode()[3], FLAG_BULK);
+        assert_eq!(
+            Header::decode(&Header::data(5, 7, false).encode(), 7),
+            Ok(Header {
+                kind: FrameKind::Data,
+                tag: 5,
+                len: 7,
+                bulk: false
+            })
+        );
     }
 }
