@@ -64,6 +64,8 @@ pub mod fuzzing;
 mod liveness;
 mod progress;
 mod sends;
+#[cfg(test)]
+mod test_deadline;
 
 use std::collections::VecDeque;
 use std::io;
