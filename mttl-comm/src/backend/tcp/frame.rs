@@ -939,6 +939,30 @@ mod tests {
                 assert_eq!(frames[0].payload.len(), len);
                 counting.acks
             };
+            // The same for a payload read in place.
+            let acks_in_place = |len: usize| {
+                let mut src = Chunked {
+                    data: flagged_frame_bytes(1, &vec![7; len], true),
+                    pos: 0,
+                    chunk: 64 << 10,
+                    eof: false,
+                };
+                let mut counting = Counting {
+                    inner: &mut src,
+                    acks: 0,
+                };
+                let mut reader = FrameReader::new(1 << 30);
+                reader.pause_large();
+                reader.read_source(&mut counting, false, |_| {}).unwrap();
+                assert!(reader.paused().is_some(), "a paused payload");
+                let mut out = vec![0u8; len];
+                let mut filled = 0;
+                let done = reader.read_paused_from(&mut counting, &mut out, &mut filled);
+                assert!(matches!(done, Ok(true)), "{done:?}");
+                counting.acks
+            };
+            assert_eq!(acks_in_place(QUICK_ACK_MIN - 1), 0);
+            assert!(acks_in_place(QUICK_ACK_MIN) >= 3);
             assert_eq!(acks(QUICK_ACK_MIN - 1), 0);
             // The payload's reads after its header's: 64 KiB each.
             assert!(acks(QUICK_ACK_MIN) >= 3, "{}", acks(QUICK_ACK_MIN));
@@ -1306,5 +1330,133 @@ mod tests {
                 bulk: false
             })
         );
+    }
+
+    /// A frame as large as the read buffer (64 KiB with its header) is
+    /// parsed out of it, even when bulk; one byte more goes to a vector of
+    /// its own, where a pausing reader stops.
+    #[test]
+    fn frames_up_to_the_read_buffer_are_parsed_from_it() {
+        deadline("frames_up_to_the_read_buffer_are_parsed_from_it", || {
+            let fits = READ_BUF_LEN - HEADER_LEN;
+            for (len, pauses) in [(4097, false), (fits, false), (fits + 1, true)] {
+                let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
+                let mut src = Chunked {
+                    data: flagged_frame_bytes(1, &payload, true),
+                    pos: 0,
+                    chunk: 1 << 20,
+                    eof: false,
+                };
+                let mut reader = FrameReader::new(1 << 20);
+                reader.pause_large();
+                let mut frames = Vec::new();
+                reader
+                    .read_from(&mut src, false, |f| frames.push(f))
+                    .unwrap();
+                assert_eq!(reader.paused().is_some(), pauses, "{len} bytes");
+                assert_eq!(frames.len(), usize::from(!pauses), "{len} bytes");
+                if let Some(f) = frames.first() {
+                    assert_eq!(f.payload, payload);
+                }
+            }
+        });
+    }
+
+    /// A read that fills the buffer is not a short read: the reader reads
+    /// on until the source would block, since an edge-triggered poll
+    /// reports only new data.
+    #[test]
+    fn a_full_read_reads_on_until_the_source_would_block() {
+        deadline("a_full_read_reads_on_until_the_source_would_block", || {
+            let payload = vec![3u8; 1000 - HEADER_LEN];
+            let count = 3 * READ_BUF_LEN / 1000;
+            let mut src = Chunked {
+                data: (0..count)
+                    .flat_map(|i| frame_bytes(i as Tag, &payload))
+                    .collect(),
+                pos: 0,
+                chunk: READ_BUF_LEN,
+                eof: false,
+            };
+            let mut reader = FrameReader::new(1 << 20);
+            let mut frames = Vec::new();
+            reader
+                .read_from(&mut src, false, |f| frames.push(f))
+                .unwrap();
+            assert_eq!(frames.len(), count, "one call reads everything there is");
+        });
+    }
+
+    /// A socket's `read_spare` writes at most `max` bytes, and never past
+    /// the vector's capacity, after what the vector holds.
+    #[test]
+    fn a_socket_reads_into_spare_capacity_within_bounds() {
+        use std::io::Write;
+        use std::os::unix::net::UnixStream;
+
+        deadline("a_socket_reads_into_spare_capacity_within_bounds", || {
+            let (mut tx, mut rx) = UnixStream::pair().unwrap();
+            let data: Vec<u8> = (0..100u8).collect();
+            tx.write_all(&data).unwrap();
+            let mut v = Vec::with_capacity(10);
+            v.extend_from_slice(&data[..3]);
+            let room = v.capacity() - v.len();
+            let n = Socket(&mut rx).read_spare(&mut v, 1000).unwrap().unwrap();
+            assert_eq!(n, room, "as much as the capacity holds");
+            assert_eq!(v, [&data[..3], &data[..n]].concat());
+            let mut v = Vec::with_capacity(100);
+            let n = Socket(&mut rx).read_spare(&mut v, 5).unwrap().unwrap();
+            assert_eq!(n, 5, "no more than asked");
+            assert_eq!(v, data[room..room + 5]);
+        });
+    }
+
+    /// From a socket, a paused payload is read in place as it arrives,
+    /// and the reader goes on with the next frame.
+    #[test]
+    fn a_socket_fills_a_paused_payload_in_place() {
+        use std::io::Write;
+        use std::os::unix::net::UnixStream;
+
+        deadline("a_socket_fills_a_paused_payload_in_place", || {
+            let payload: Vec<u8> = (0..300_000).map(|i| (i * 7) as u8).collect();
+            let mut bytes = flagged_frame_bytes(4, &payload, true);
+            bytes.extend(frame_bytes(5, b"next"));
+            let (mut tx, mut rx) = UnixStream::pair().unwrap();
+            rx.set_nonblocking(true).unwrap();
+            let writer = std::thread::spawn(move || {
+                for piece in bytes.chunks(50_001) {
+                    tx.write_all(piece).unwrap();
+                }
+            });
+            let mut reader = FrameReader::new(1 << 20);
+            reader.pause_large();
+            let mut frames = Vec::new();
+            let start = std::time::Instant::now();
+            while reader.paused().is_none() {
+                assert!(start.elapsed() < DEADLINE, "the header never arrived");
+                reader
+                    .read_from_socket(&mut rx, false, |f| frames.push(f))
+                    .unwrap();
+            }
+            let mut out = vec![0u8; payload.len()];
+            let mut filled = 0;
+            while !reader
+                .read_paused_from_socket(&mut rx, &mut out, &mut filled)
+                .unwrap()
+            {
+                assert!(start.elapsed() < DEADLINE, "{filled} bytes placed");
+            }
+            assert!(out == payload, "the payload placed is wrong");
+            assert_eq!(reader.paused(), None);
+            while frames.is_empty() {
+                assert!(start.elapsed() < DEADLINE, "the next frame never came");
+                reader
+                    .read_from_socket(&mut rx, false, |f| frames.push(f))
+                    .unwrap();
+            }
+            writer.join().unwrap();
+            assert_eq!(frames[0].payload, b"next");
+        });
     }
 }
