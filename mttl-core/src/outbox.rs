@@ -270,9 +270,11 @@ mod tests {
             got,
             vec![Ok((2, &b""[..])), Ok((3, &b"hb"[..])), Ok((4, &b""[..]))]
         );
-        // Given back, the batch is empty again.
+        // Given back, the buffer is kept for the next batch, emptied.
+        let capacity = batch.capacity();
         o.sent_batch(1, batch);
         assert!(o.take(1).is_none());
+        assert_eq!(o.batches[1].capacity(), capacity, "the buffer is reused");
     }
 
     /// An item's tag and length are little-endian, and a batch leaves once

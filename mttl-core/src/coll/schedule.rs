@@ -171,6 +171,27 @@ mod tests {
         }
     }
 
+    /// In every round, recursive doubling sends only to ranks of the job,
+    /// and each rank that has a source is sent to exactly once.
+    #[test]
+    fn doubling_sends_once_to_each_receiver_and_only_within_the_job() {
+        for n in 1..=70 {
+            for s in strides(n) {
+                let mut received = vec![0; n];
+                for me in 0..n {
+                    for d in doubling_dests(me, n, s) {
+                        assert!(d < n, "n={n} s={s}: rank {me} sends to {d}");
+                        received[d] += 1;
+                    }
+                }
+                for (d, &k) in received.iter().enumerate() {
+                    let expect = usize::from(doubling_source(d, n, s).is_some());
+                    assert_eq!(k, expect, "n={n} s={s}: rank {d} is sent to {k} times");
+                }
+            }
+        }
+    }
+
     #[test]
     fn dissemination_reaches_everyone() {
         for n in 1..=70 {
