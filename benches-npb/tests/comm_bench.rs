@@ -3,19 +3,22 @@
 //! JSON document with a positive round trip and bandwidth for every size.
 //! A smoke test of the machinery; it asserts no speed.
 
+mod support;
+
 use std::process::Command;
 
 use serde_json::Value;
+use support::output_within_limit;
 
 /// Runs `mttl-bench comm --json` with `args`; returns the JSON document
 /// and the tables (stderr). Fails the test if the run fails.
 fn comm_json(args: &[&str]) -> (Value, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
-        .arg("comm")
-        .args(args)
-        .arg("--json")
-        .output()
-        .expect("mttl-bench starts");
+    let output = output_within_limit(
+        Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
+            .arg("comm")
+            .args(args)
+            .arg("--json"),
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -80,23 +83,21 @@ fn tcp_sweep_reports_positive_figures_for_every_size() {
 }
 
 #[test]
+#[cfg_attr(
+    feature = "mpi",
+    ignore = "built with MPI, raw-mpi is a valid configuration: nothing to refuse \
+              (run it from a build without the mpi feature)"
+)]
 fn mpi_configurations_need_the_mpi_feature() {
-    if cfg!(feature = "mpi") {
-        // Built with MPI, raw-mpi is a valid configuration: nothing to refuse.
-        return;
-    }
-    let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
-        .args([
-            "comm",
-            "--sizes",
-            "8",
-            "--reps",
-            "1",
-            "--backends",
-            "raw-mpi",
-        ])
-        .output()
-        .expect("mttl-bench starts");
+    let output = output_within_limit(Command::new(env!("CARGO_BIN_EXE_mttl-bench")).args([
+        "comm",
+        "--sizes",
+        "8",
+        "--reps",
+        "1",
+        "--backends",
+        "raw-mpi",
+    ]));
     assert!(
         !output.status.success(),
         "raw-mpi without the mpi feature must fail"

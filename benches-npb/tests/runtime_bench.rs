@@ -4,27 +4,27 @@
 //! document with a positive figure for every metric. A smoke test of the
 //! machinery; it asserts no speed.
 
+mod support;
+
 use std::process::Command;
 
 use serde_json::Value;
+use support::output_within_limit;
 
 #[test]
 fn tcp_sweep_reports_positive_figures_for_every_metric() {
-    let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
-        .args([
-            "runtime",
-            "--backends",
-            "sched,tcp,comm-tcp",
-            "--reps",
-            "1",
-            "--sample-ms",
-            "5",
-            "--settle",
-            "0",
-            "--json",
-        ])
-        .output()
-        .expect("mttl-bench starts");
+    let output = output_within_limit(Command::new(env!("CARGO_BIN_EXE_mttl-bench")).args([
+        "runtime",
+        "--backends",
+        "sched,tcp,comm-tcp",
+        "--reps",
+        "1",
+        "--sample-ms",
+        "5",
+        "--settle",
+        "0",
+        "--json",
+    ]));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -5,10 +5,13 @@
 //! says; with MPI, `mpi-owned` is compared with raw MPI. Smoke tests of the
 //! machinery; they assert no speed.
 
+mod support;
+
 use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
+use support::output_within_limit;
 
 /// A fresh directory for this test's files, removed when dropped.
 struct Scratch(PathBuf);
@@ -34,20 +37,20 @@ impl Drop for Scratch {
 /// `--json`) on `sizes` and `backends`, writing its files into `dir`;
 /// returns its JSON document and what it printed.
 fn rwrite_json(sizes: &str, backends: &str, dir: &std::path::Path) -> (Value, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
-        .args([
-            "rwrite",
-            "--sizes",
-            sizes,
-            "--reps",
-            "1",
-            "--backends",
-            backends,
-        ])
-        .args(["--json", "--settle", "0", "--sample-ms", "5", "--csv"])
-        .arg(dir)
-        .output()
-        .expect("mttl-bench starts");
+    let output = output_within_limit(
+        Command::new(env!("CARGO_BIN_EXE_mttl-bench"))
+            .args([
+                "rwrite",
+                "--sizes",
+                sizes,
+                "--reps",
+                "1",
+                "--backends",
+                backends,
+            ])
+            .args(["--json", "--settle", "0", "--sample-ms", "5", "--csv"])
+            .arg(dir),
+    );
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

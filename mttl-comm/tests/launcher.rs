@@ -890,32 +890,40 @@ fn an_unknown_mpirun_is_refused() {
     assert!(!dir.path().join("args").exists(), "nothing was launched");
 }
 
+// A real `mpirun` is not something a plain `cargo test` can assume, so
+// these two are `#[ignore]`d (listed as ignored, never passed untried);
+// run with `--ignored`, one whose `mpirun` is missing fails. CI installs
+// Open MPI and `scripts/test-all` runs the first; nothing installs MPICH.
+
 #[test]
+#[ignore = "needs Open MPI's mpirun: cargo test -p mttl-comm --test launcher -- --ignored --exact the_mpi_backend_runs_under_the_real_mpirun (scripts/test-all runs it)"]
 fn the_mpi_backend_runs_under_the_real_mpirun() {
     runs_under_a_real_mpirun("mpirun", "Open MPI", "OMPI_COMM_WORLD_RANK");
 }
 
 #[test]
+#[ignore = "needs MPICH's mpirun.mpich, which nothing here installs: cargo test -p mttl-comm --test launcher -- --ignored --exact the_mpi_backend_runs_under_the_real_mpich_mpirun"]
 fn the_mpi_backend_runs_under_the_real_mpich_mpirun() {
     runs_under_a_real_mpirun("mpirun.mpich", "HYDRA", "PMI_RANK");
 }
 
-/// Runs a 2-rank job under `mpirun` (as `MTTL_MPIRUN`) when it is installed
-/// and its `--version` names `implementation`; each rank prints the backend
-/// mttlrun handed over and its rank from `rank_var`, set by that `mpirun`.
+/// Runs a 2-rank job under `mpirun` (as `MTTL_MPIRUN`), which must be
+/// installed and name `implementation` in its `--version`; each rank prints
+/// the backend mttlrun handed over and its rank from `rank_var`, set by that
+/// `mpirun`.
 fn runs_under_a_real_mpirun(mpirun: &str, implementation: &str, rank_var: &str) {
     let Ok(version) = Command::new(mpirun)
         .arg("--version")
         .stdin(Stdio::null())
         .output()
     else {
-        eprintln!("skipped: no {mpirun} installed");
-        return;
+        panic!("this test needs {implementation}'s {mpirun}, which is not installed");
     };
-    if !text(&version.stdout).contains(implementation) {
-        eprintln!("skipped: {mpirun} is not {implementation}'s");
-        return;
-    }
+    assert!(
+        text(&version.stdout).contains(implementation),
+        "this test needs {implementation}'s {mpirun}, but {mpirun} --version says: {}",
+        text(&version.stdout)
+    );
     let mut command = mttlrun();
     command.env("MTTL_MPIRUN", mpirun).args([
         "--backend",

@@ -67,16 +67,8 @@ impl Outbox {
     /// The outbox of a job of `size` ranks whose batches leave from
     /// `flush_bytes` on.
     pub(crate) fn new(size: usize, flush_bytes: usize) -> Result<Outbox, String> {
-        let enabled = match std::env::var(VAR) {
-            Err(_) => true,
-            Ok(v) => match v.trim() {
-                "1" | "on" | "yes" => true,
-                "0" | "off" | "no" => false,
-                _ => return Err(format!("{VAR}={v:?}: expected 0 or 1")),
-            },
-        };
         Ok(Outbox {
-            enabled,
+            enabled: enabled(std::env::var(VAR).ok().as_deref())?,
             flush_bytes,
             batches: vec![Vec::new(); size],
             sent: vec![false; size],
@@ -133,6 +125,16 @@ impl Outbox {
         }
         into.clear();
         into.append(&mut self.touched);
+    }
+}
+
+/// Whether aggregation is on, given the value of `MTTL_AGGREGATE` (on when
+/// it is unset).
+fn enabled(var: Option<&str>) -> Result<bool, String> {
+    match var.map(str::trim) {
+        None | Some("1" | "on" | "yes") => Ok(true),
+        Some("0" | "off" | "no") => Ok(false),
+        Some(_) => Err(format!("{VAR}={:?}: expected 0 or 1", var.unwrap_or(""))),
     }
 }
 
@@ -227,9 +229,95 @@ mod tests {
 
     #[test]
     fn malformed_batches_are_errors() {
-        assert!(items(&[1, 0, 0]).next().unwrap().is_err());
+        let got: Vec<_> = items(&[1, 0, 0]).collect();
+        assert_eq!(
+            got,
+            vec![Err("a batch ends in a 3-byte fragment".to_string())]
+        );
         let claims_more = [1u8, 0, 9, 0, 0, 0, 1, 2];
-        assert!(items(&claims_more).next().unwrap().is_err());
+        let got: Vec<_> = items(&claims_more).collect();
+        assert_eq!(
+            got,
+            vec![Err("a batch item claims 9 bytes but 2 are left".to_string())]
+        );
+        // After a good item, the error is the next and last.
+        let fragment_after_an_item = [4u8, 0, 1, 0, 0, 0, 7, 2, 0];
+        let got: Vec<_> = items(&fragment_after_an_item).collect();
+        assert_eq!(
+            got,
+            vec![
+                Ok((4, &[7u8][..])),
+                Err("a batch ends in a 2-byte fragment".to_string())
+            ]
+        );
         assert_eq!(items(&[]).count(), 0);
+    }
+
+    /// An empty message is an item of a header only, wherever it is in the
+    /// batch, the last place included; an item that fills the rest of the
+    /// batch exactly is whole.
+    #[test]
+    fn empty_and_exactly_fitting_items_round_trip() {
+        let mut o = outbox(2);
+        assert_eq!(o.admit(1, 1, b"", b""), Route::Direct);
+        assert_eq!(o.admit(1, 2, b"", b""), Route::Batched);
+        assert_eq!(o.admit(1, 3, b"h", b"b"), Route::Batched);
+        assert_eq!(o.admit(1, 4, b"", b""), Route::Batched);
+        let batch = o.take(1).expect("a batch");
+        assert_eq!(batch.len(), 3 * ITEM_HEADER + 2);
+        let got: Vec<_> = items(&batch).collect();
+        assert_eq!(
+            got,
+            vec![Ok((2, &b""[..])), Ok((3, &b"hb"[..])), Ok((4, &b""[..]))]
+        );
+        // Given back, the buffer is kept for the next batch, emptied.
+        let capacity = batch.capacity();
+        o.sent_batch(1, batch);
+        assert!(o.take(1).is_none());
+        assert_eq!(o.batches[1].capacity(), capacity, "the buffer is reused");
+    }
+
+    /// An item's tag and length are little-endian, and a batch leaves once
+    /// it holds `flush_bytes` bytes, not before.
+    #[test]
+    fn items_are_laid_out_as_documented_and_flush_at_the_limit() {
+        let mut o = outbox(1);
+        o.flush_bytes = 2 * (ITEM_HEADER + 10);
+        assert_eq!(o.admit(0, 0x0102, b"", &[0; 10]), Route::Direct);
+        assert_eq!(o.admit(0, 0x0102, b"1234", b"567890"), Route::Batched);
+        assert_eq!(
+            o.batches[0][..ITEM_HEADER],
+            [0x02, 0x01, 10, 0, 0, 0],
+            "tag u16, length u32, little-endian"
+        );
+        assert_eq!(o.admit(0, 0x0102, b"", &[0; 10]), Route::BatchedFull);
+        // A message of exactly MAX_ITEM bytes still goes into a batch.
+        let mut o = outbox(1);
+        assert_eq!(o.admit(0, 1, b"", b""), Route::Direct);
+        assert_eq!(o.admit(0, 1, b"h", &[0; MAX_ITEM - 1]), Route::Batched);
+    }
+
+    #[test]
+    fn the_variable_turns_aggregation_on_and_off() {
+        assert_eq!(enabled(None), Ok(true));
+        for on in ["1", "on", "yes", " 1 "] {
+            assert_eq!(enabled(Some(on)), Ok(true), "{on:?}");
+        }
+        for off in ["0", "off", "no", "0\n"] {
+            assert_eq!(enabled(Some(off)), Ok(false), "{off:?}");
+        }
+        assert_eq!(
+            enabled(Some("maybe")),
+            Err("MTTL_AGGREGATE=\"maybe\": expected 0 or 1".to_string())
+        );
+    }
+
+    #[test]
+    fn aggregation_off_sends_everything_at_once() {
+        let mut o = outbox(1);
+        o.enabled = false;
+        assert_eq!(o.admit(0, 1, b"", b""), Route::Direct);
+        assert_eq!(o.admit(0, 1, b"", b""), Route::Direct);
+        assert!(o.take(0).is_none());
     }
 }

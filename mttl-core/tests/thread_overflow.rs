@@ -7,12 +7,18 @@
 //! checks how the child died.
 
 use std::hint::black_box;
+use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, ExitStatus};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use mttl_core::thread;
 
 const CHILD_VAR: &str = "MTTL_TEST_OVERFLOW_CHILD";
+
+/// How long a child may take: it dies or ends in well under a second, so
+/// one still running then is stuck (in the overflow handler, say).
+const CHILD_LIMIT: Duration = Duration::from_secs(60);
 
 /// Runs child scenario `name` with `MTTL_STACK_SIZE` set to `stack_size`
 /// (unset for `None`); returns its exit status and stderr.
@@ -32,11 +38,33 @@ fn run_child(name: &str, stack_size: Option<&str>) -> (ExitStatus, String) {
         Some(value) => command.env(thread::STACK_SIZE_VAR, value),
         None => command.env_remove(thread::STACK_SIZE_VAR),
     };
-    let output = command.output().expect("run the child test process");
-    (
-        output.status,
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the child test process");
+    let mut stderr = child.stderr.take().expect("the child's stderr");
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = stderr.read_to_end(&mut text);
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            break status;
+        }
+        if start.elapsed() > CHILD_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "child {name} still ran after {CHILD_LIMIT:?} and was killed; stderr:\n{}",
+                reader.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    (status, reader.join().expect("the stderr reader"))
 }
 
 fn is_child() -> bool {

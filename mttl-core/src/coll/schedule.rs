@@ -171,6 +171,27 @@ mod tests {
         }
     }
 
+    /// In every round, recursive doubling sends only to ranks of the job,
+    /// and each rank that has a source is sent to exactly once.
+    #[test]
+    fn doubling_sends_once_to_each_receiver_and_only_within_the_job() {
+        for n in 1..=70 {
+            for s in strides(n) {
+                let mut received = vec![0; n];
+                for me in 0..n {
+                    for d in doubling_dests(me, n, s) {
+                        assert!(d < n, "n={n} s={s}: rank {me} sends to {d}");
+                        received[d] += 1;
+                    }
+                }
+                for (d, &k) in received.iter().enumerate() {
+                    let expect = usize::from(doubling_source(d, n, s).is_some());
+                    assert_eq!(k, expect, "n={n} s={s}: rank {d} is sent to {k} times");
+                }
+            }
+        }
+    }
+
     #[test]
     fn dissemination_reaches_everyone() {
         for n in 1..=70 {
@@ -187,6 +208,37 @@ mod tests {
             }
             assert!(heard.iter().flatten().all(|&x| x), "n={n}");
         }
+    }
+
+    /// Recursive doubling and dissemination take the documented
+    /// `ceil(log2 n)` rounds, strides `1, 2, 4, ...`: not one more (a power
+    /// of two needs no extra round), not one fewer.
+    #[test]
+    fn rounds_are_ceil_log2_n() {
+        for n in 1..=300usize {
+            let rounds = n.next_power_of_two().trailing_zeros() as usize;
+            let got: Vec<usize> = strides(n).collect();
+            let expect: Vec<usize> = (0..rounds).map(|k| 1 << k).collect();
+            assert_eq!(got, expect, "n={n}");
+        }
+        assert_eq!(strides(1 << 20).count(), 20);
+        assert_eq!(strides((1 << 20) + 1).count(), 21);
+    }
+
+    /// The root's children are `2^k` for every `2^k` below `n`; any other
+    /// node's stop below its lowest set bit.
+    #[test]
+    fn tree_children_are_as_documented() {
+        let children = |v, n| tree_children(v, n).collect::<Vec<_>>();
+        assert_eq!(children(0, 1), Vec::<usize>::new());
+        assert_eq!(children(0, 8), vec![1, 2, 4]);
+        assert_eq!(children(0, 9), vec![1, 2, 4, 8]);
+        assert_eq!(children(8, 16), vec![9, 10, 12]);
+        assert_eq!(children(8, 11), vec![9, 10]);
+        assert_eq!(children(6, 16), vec![7]);
+        assert_eq!(children(5, 16), Vec::<usize>::new());
+        assert_eq!(tree_parent(12), 8);
+        assert_eq!(tree_parent(7), 6);
     }
 
     #[test]

@@ -242,6 +242,17 @@ impl Backoff {
 mod tests {
     use super::*;
 
+    /// How long any wait of these tests may take (they ask for at most
+    /// tens of milliseconds): a wait past it never ends.
+    const DEADLINE: Duration = Duration::from_secs(5);
+
+    fn before_deadline(start: Instant, what: &str) {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{what}: still going after {DEADLINE:?}"
+        );
+    }
+
     #[test]
     fn zero_timeout_gives_up_at_the_first_miss() {
         let mut backoff = Backoff::new(Duration::from_micros(50), Some(Duration::ZERO));
@@ -254,6 +265,7 @@ mod tests {
         let start = Instant::now();
         let mut misses = 0u32;
         while backoff.idle() {
+            before_deadline(start, "timing out");
             misses += 1;
         }
         let took = start.elapsed();
@@ -283,11 +295,14 @@ mod tests {
         let mut backoff = Backoff::new(Duration::from_millis(5), Some(Duration::from_millis(30)));
         let start = Instant::now();
         while !backoff.parked() {
+            before_deadline(start, "parking");
             assert!(backoff.idle());
         }
         assert!(backoff.progressed());
         assert!(!backoff.parked(), "progress must restart the spin");
-        while backoff.idle() {}
+        while backoff.idle() {
+            before_deadline(start, "timing out");
+        }
         let took = start.elapsed();
         assert!(
             took >= Duration::from_millis(30),
@@ -334,6 +349,7 @@ mod tests {
         let mut backoff = Backoff::new(Duration::ZERO, None).with_learned(learned);
         let start = Instant::now();
         while !backoff.parked() {
+            before_deadline(start, "parking");
             assert!(backoff.idle());
         }
         assert!(

@@ -187,14 +187,30 @@ pub(crate) async fn accept(
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
+
     use super::*;
     use tokio::net::TcpListener;
 
-    fn rt() -> tokio::runtime::Runtime {
+    /// How long any one handshake test may take: every step is a loopback
+    /// round trip, so running out means a side waits for something the
+    /// other will never send.
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    /// Runs `test` to completion, failing it if it takes longer than
+    /// [`DEADLINE`].
+    fn run<T>(test: impl Future<Output = T>) -> T {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .unwrap()
+            .expect("a tokio runtime")
+            .block_on(async {
+                tokio::time::timeout(DEADLINE, test)
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!("the handshake test did not end within {DEADLINE:?}")
+                    })
+            })
     }
 
     async fn pair() -> (TcpStream, TcpStream) {
@@ -204,50 +220,74 @@ mod tests {
         (c.unwrap(), a.unwrap().0)
     }
 
+    /// Runs both sides of a handshake, each closing its end when it is done
+    /// (as bootstrap does), so a side that gives up never leaves the other
+    /// waiting.
+    async fn handshake(
+        connector: (Rank, [u8; SECRET_LEN], Rank),
+        acceptor: (Rank, [u8; SECRET_LEN]),
+        admit: impl FnOnce(Rank) -> Result<(), String>,
+    ) -> (Result<(), String>, Result<Rank, String>) {
+        let (mut c, mut a) = pair().await;
+        let (me, secret, expect) = connector;
+        let (acceptor_rank, acceptor_secret) = acceptor;
+        tokio::join!(
+            async move { connect(&mut c, &secret, me, expect).await },
+            async move { accept(&mut a, &acceptor_secret, acceptor_rank, admit).await }
+        )
+    }
+
     #[test]
     fn same_secret_is_accepted() {
-        rt().block_on(async {
-            let (mut c, mut a) = pair().await;
-            let s = [7u8; SECRET_LEN];
-            let (rc, ra) =
-                tokio::join!(connect(&mut c, &s, 3, 1), accept(&mut a, &s, 1, |_| Ok(())));
-            assert_eq!(rc, Ok(()));
-            assert_eq!(ra, Ok(3));
-        });
+        let s = [7u8; SECRET_LEN];
+        let (rc, ra) = run(handshake((3, s, 1), (1, s), |_| Ok(())));
+        assert_eq!(rc, Ok(()));
+        assert_eq!(ra, Ok(3));
     }
 
     #[test]
     fn wrong_secret_is_refused_on_both_sides() {
-        rt().block_on(async {
-            let (mut c, mut a) = pair().await;
-            // Each side closes its end when it gives up, as bootstrap does.
-            let (rc, ra) = tokio::join!(
-                async move { connect(&mut c, &[1u8; SECRET_LEN], 2, 0).await },
-                async move { accept(&mut a, &[2u8; SECRET_LEN], 0, |_| Ok(())).await }
-            );
-            assert!(rc.unwrap_err().contains("failed authentication"));
-            // The acceptor never saw a proof: the connector gave up first.
-            assert!(ra.is_err());
-        });
+        let (rc, ra) = run(handshake(
+            (2, [1u8; SECRET_LEN], 0),
+            (0, [2u8; SECRET_LEN]),
+            |_| Ok(()),
+        ));
+        assert_eq!(
+            rc,
+            Err("rank 0 failed authentication (a different job's secret: \
+                 is another job using this address?)"
+                .to_string())
+        );
+        // The acceptor never saw a proof: the connector gave up first.
+        let ra = ra.unwrap_err();
+        assert!(ra.starts_with("reading the proof: "), "{ra}");
     }
 
     #[test]
     fn unexpected_rank_is_refused() {
-        rt().block_on(async {
-            let (mut c, mut a) = pair().await;
-            let s = [9u8; SECRET_LEN];
-            let (rc, ra) =
-                tokio::join!(async move { connect(&mut c, &s, 5, 0).await }, async move {
-                    accept(&mut a, &s, 0, |r| Err(format!("rank {r} is not expected"))).await
-                });
-            assert!(rc.is_err());
-            assert_eq!(ra, Err("rank 5 is not expected".to_string()));
-        });
+        let s = [9u8; SECRET_LEN];
+        let (rc, ra) = run(handshake((5, s, 0), (0, s), |r| {
+            Err(format!("rank {r} is not expected"))
+        }));
+        let rc = rc.unwrap_err();
+        assert!(
+            rc.starts_with("waiting for acceptance (rank refused us): "),
+            "{rc}"
+        );
+        assert_eq!(ra, Err("rank 5 is not expected".to_string()));
+    }
+
+    #[test]
+    fn a_connector_expecting_another_rank_gives_up() {
+        let s = [4u8; SECRET_LEN];
+        let (rc, ra) = run(handshake((3, s, 2), (1, s), |_| Ok(())));
+        assert_eq!(rc, Err("expected rank 2, but rank 1 answered".to_string()));
+        assert!(ra.unwrap_err().starts_with("reading the proof: "));
     }
 
     #[test]
     fn a_data_frame_instead_of_hello_is_refused() {
-        rt().block_on(async {
+        run(async {
             let (mut c, mut a) = pair().await;
             let frame = super::super::frame::Header {
                 kind: super::super::frame::FrameKind::Data,
@@ -261,6 +301,150 @@ mod tests {
             c.write_all(&bytes).await.unwrap();
             let r = accept(&mut a, &[0u8; SECRET_LEN], 0, |_| Ok(())).await;
             assert_eq!(r, Err("not an mttl handshake (bad hello)".to_string()));
+        });
+    }
+
+    #[test]
+    fn a_peer_that_is_not_an_acceptor_is_refused() {
+        run(async {
+            let (mut c, mut a) = pair().await;
+            let mut hello = [0u8; 8 + 4 + NONCE_LEN];
+            let (rc, _) = tokio::join!(connect(&mut c, &[0u8; SECRET_LEN], 1, 0), async move {
+                a.read_exact(&mut hello).await.unwrap();
+                // Something of the right length that is not a reply.
+                a.write_all(&[b'x'; 8 + 4 + NONCE_LEN + MAC_LEN])
+                    .await
+                    .unwrap();
+            });
+            assert_eq!(
+                rc,
+                Err("the peer does not speak mttl's handshake".to_string())
+            );
+        });
+    }
+
+    /// A side whose peer hangs up says which step failed.
+    #[test]
+    fn a_peer_that_hangs_up_is_named_by_the_step() {
+        run(async {
+            let (mut c, a) = pair().await;
+            drop(a);
+            let e = connect(&mut c, &[0u8; SECRET_LEN], 1, 0).await.unwrap_err();
+            assert!(
+                e.starts_with("reading the acceptor's reply (wrong job, or not an mttl rank?): ")
+                    || e.starts_with("sending hello: "),
+                "{e}"
+            );
+            let (c, mut a) = pair().await;
+            drop(c);
+            let e = accept(&mut a, &[0u8; SECRET_LEN], 0, |_| Ok(()))
+                .await
+                .unwrap_err();
+            assert!(e.starts_with("reading hello: "), "{e}");
+        });
+    }
+
+    /// The two random nonces of a handshake, as a man in the middle sees
+    /// them, and the connector's messages, recorded for a replay.
+    struct Recorded {
+        connector_nonce: Vec<u8>,
+        acceptor_nonce: Vec<u8>,
+        hello: Vec<u8>,
+        proof: Vec<u8>,
+    }
+
+    /// Runs a handshake between rank 3 and rank 1 (secret `s`) through a
+    /// relay that records it.
+    async fn recorded_handshake(s: [u8; SECRET_LEN]) -> Recorded {
+        let (mut c, mut relay_c) = pair().await;
+        let (mut relay_a, mut a) = pair().await;
+        let relay = async move {
+            let mut hello = vec![0u8; 8 + 4 + NONCE_LEN];
+            relay_c.read_exact(&mut hello).await.unwrap();
+            relay_a.write_all(&hello).await.unwrap();
+            let mut reply = vec![0u8; 8 + 4 + NONCE_LEN + MAC_LEN];
+            relay_a.read_exact(&mut reply).await.unwrap();
+            relay_c.write_all(&reply).await.unwrap();
+            let mut proof = vec![0u8; MAC_LEN];
+            relay_c.read_exact(&mut proof).await.unwrap();
+            relay_a.write_all(&proof).await.unwrap();
+            let mut ack = [0u8; 1];
+            relay_a.read_exact(&mut ack).await.unwrap();
+            relay_c.write_all(&ack).await.unwrap();
+            Recorded {
+                connector_nonce: hello[12..].to_vec(),
+                acceptor_nonce: reply[12..12 + NONCE_LEN].to_vec(),
+                hello,
+                proof,
+            }
+        };
+        let (rc, ra, recorded) = tokio::join!(
+            connect(&mut c, &s, 3, 1),
+            accept(&mut a, &s, 1, |_| Ok(())),
+            relay
+        );
+        assert_eq!(rc, Ok(()));
+        assert_eq!(ra, Ok(3));
+        recorded
+    }
+
+    /// The module's promise: fresh nonces on both sides, so a recorded
+    /// exchange cannot be replayed to an acceptor.
+    #[test]
+    fn every_handshake_has_fresh_nonces_and_a_replay_is_refused() {
+        let s = [5u8; SECRET_LEN];
+        run(async {
+            let first = recorded_handshake(s).await;
+            let second = recorded_handshake(s).await;
+            assert_ne!(first.connector_nonce, second.connector_nonce);
+            assert_ne!(first.acceptor_nonce, second.acceptor_nonce);
+            assert_ne!(first.connector_nonce, first.acceptor_nonce);
+            assert_ne!(first.connector_nonce, [0u8; NONCE_LEN]);
+
+            // A stranger replays the first exchange's connector side.
+            let (mut stranger, mut a) = pair().await;
+            let replay = async move {
+                stranger.write_all(&first.hello).await.unwrap();
+                let mut reply = vec![0u8; 8 + 4 + NONCE_LEN + MAC_LEN];
+                stranger.read_exact(&mut reply).await.unwrap();
+                stranger.write_all(&first.proof).await.unwrap();
+                // Refused: the acceptor closes without a word.
+                let mut ack = Vec::new();
+                let _ = stranger.read_to_end(&mut ack).await;
+                ack
+            };
+            let acceptor = async move { accept(&mut a, &s, 1, |_| Ok(())).await };
+            let (ack, ra) = tokio::join!(replay, acceptor);
+            assert_eq!(
+                ra,
+                Err("authentication failed (claimed rank 3, wrong job secret)".to_string())
+            );
+            assert!(ack.is_empty(), "a replay was answered with {ack:?}");
+        });
+    }
+
+    /// An acceptor's own MAC sent back to it as a connector's proof (a
+    /// reflection) is refused: the two sides' MACs are labelled apart.
+    #[test]
+    fn a_reflected_mac_is_refused() {
+        let s = [6u8; SECRET_LEN];
+        run(async {
+            let (mut stranger, mut a) = pair().await;
+            let reflect = async move {
+                let mut hello = Vec::new();
+                hello.extend_from_slice(HELLO);
+                hello.extend_from_slice(&2u32.to_le_bytes());
+                hello.extend_from_slice(&[1u8; NONCE_LEN]);
+                stranger.write_all(&hello).await.unwrap();
+                let mut reply = vec![0u8; 8 + 4 + NONCE_LEN + MAC_LEN];
+                stranger.read_exact(&mut reply).await.unwrap();
+                stranger.write_all(&reply[12 + NONCE_LEN..]).await.unwrap();
+            };
+            let (_, ra) = tokio::join!(reflect, accept(&mut a, &s, 0, |_| Ok(())));
+            assert_eq!(
+                ra,
+                Err("authentication failed (claimed rank 2, wrong job secret)".to_string())
+            );
         });
     }
 }

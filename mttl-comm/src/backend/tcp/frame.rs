@@ -568,7 +568,18 @@ impl FrameReader {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+
+    /// How long a test of the reader may take: each reads a few MiB from
+    /// memory at most, so running out means a loop that never ends.
+    const DEADLINE: Duration = Duration::from_secs(30);
+
+    /// Runs a test's body within [`DEADLINE`] (see `test_deadline`).
+    fn deadline<T: Send + 'static>(what: &str, body: impl FnOnce() -> T + Send + 'static) -> T {
+        super::super::test_deadline::within(what, DEADLINE, body)
+    }
 
     /// A reader that hands out its bytes in chunks of a given size, then
     /// would block (or ends, if `eof`).
@@ -621,11 +632,16 @@ mod tests {
         };
         let mut reader = FrameReader::new(1 << 30);
         let mut frames = Vec::new();
-        while src.pos < src.data.len() {
+        // Every read takes at least one byte: this many are enough.
+        for _ in 0..=src.data.len() {
+            if src.pos == src.data.len() {
+                break;
+            }
             reader
                 .read_from(&mut src, false, |f| frames.push(f))
                 .unwrap();
         }
+        assert_eq!(src.pos, src.data.len(), "the reader stopped reading");
         assert!(!reader.mid_frame());
         frames
     }
@@ -675,23 +691,25 @@ mod tests {
 
     #[test]
     fn many_small_and_large_frames_in_any_chunking() {
-        let payloads: Vec<Vec<u8>> = [0usize, 1, 7, 100, 70_000, 3, 200_000, 0]
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
-            .collect();
-        let mut bytes = Vec::new();
-        for (i, p) in payloads.iter().enumerate() {
-            bytes.extend(frame_bytes(i as Tag, p));
-        }
-        for chunk in [1, 5, 16, 17, 1000, 65_536, 1 << 20] {
-            let frames = read_all(bytes.clone(), chunk);
-            assert_eq!(frames.len(), payloads.len(), "chunk {chunk}");
-            for (i, (f, p)) in frames.iter().zip(&payloads).enumerate() {
-                assert_eq!(f.header.tag, i as Tag);
-                assert_eq!(&f.payload, p, "frame {i} with chunk {chunk}");
+        deadline("many_small_and_large_frames_in_any_chunking", || {
+            let payloads: Vec<Vec<u8>> = [0usize, 1, 7, 100, 70_000, 3, 200_000, 0]
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
+                .collect();
+            let mut bytes = Vec::new();
+            for (i, p) in payloads.iter().enumerate() {
+                bytes.extend(frame_bytes(i as Tag, p));
             }
-        }
+            for chunk in [1, 5, 16, 17, 1000, 65_536, 1 << 20] {
+                let frames = read_all(bytes.clone(), chunk);
+                assert_eq!(frames.len(), payloads.len(), "chunk {chunk}");
+                for (i, (f, p)) in frames.iter().zip(&payloads).enumerate() {
+                    assert_eq!(f.header.tag, i as Tag);
+                    assert_eq!(&f.payload, p, "frame {i} with chunk {chunk}");
+                }
+            }
+        });
     }
 
     /// A reader of `data` that has only the first `available` bytes so
@@ -722,221 +740,726 @@ mod tests {
     /// every frame comes out whole and in order.
     #[test]
     fn a_pausing_reader_loses_nothing_however_its_payloads_are_taken() {
-        let payloads: Vec<Vec<u8>> = [5usize, 70_000, 1, 200_000, 65_521, 9, 300_000, 0]
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| (0..n).map(|j| (i * 17 + j * 3) as u8).collect())
-            .collect();
-        let mut bytes = Vec::new();
-        for (i, p) in payloads.iter().enumerate() {
-            // All bulk but the large one of 65,521 bytes.
-            bytes.extend(flagged_frame_bytes(i as Tag, p, p.len() != 65_521));
-        }
-        for (step, chunk) in [(1000, 333), (40_000, 65_536), (1 << 20, 1 << 20)] {
-            let mut src = Arriving {
-                data: bytes.clone(),
-                pos: 0,
-                available: 0,
-                chunk,
-            };
-            let mut reader = FrameReader::new(1 << 30);
-            reader.pause_large();
-            let mut frames = Vec::new();
-            let mut pauses = 0;
-            while src.pos < src.data.len() || reader.mid_frame() {
-                src.available += step;
-                reader
-                    .read_from(&mut src, false, |f| frames.push(f))
-                    .unwrap();
-                let Some(header) = reader.paused() else {
-                    continue;
-                };
-                pauses += 1;
-                let mut out = vec![0u8; header.len + 10];
-                let mut filled = 0;
-                match pauses % 3 {
-                    0 => loop {
-                        if reader
-                            .read_paused_from(&mut Plain(&mut src), &mut out, &mut filled)
-                            .unwrap()
-                        {
-                            out.truncate(header.len);
-                            frames.push(Frame {
-                                header,
-                                payload: out,
-                            });
+        deadline(
+            "a_pausing_reader_loses_nothing_however_its_payloads_are_taken",
+            || {
+                let payloads: Vec<Vec<u8>> = [5usize, 70_000, 1, 200_000, 65_521, 9, 300_000, 0]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| (0..n).map(|j| (i * 17 + j * 3) as u8).collect())
+                    .collect();
+                let mut bytes = Vec::new();
+                for (i, p) in payloads.iter().enumerate() {
+                    // All bulk but the large one of 65,521 bytes.
+                    bytes.extend(flagged_frame_bytes(i as Tag, p, p.len() != 65_521));
+                }
+                for (step, chunk) in [(1000, 333), (40_000, 65_536), (1 << 20, 1 << 20)] {
+                    let mut src = Arriving {
+                        data: bytes.clone(),
+                        pos: 0,
+                        available: 0,
+                        chunk,
+                    };
+                    let mut reader = FrameReader::new(1 << 30);
+                    reader.pause_large();
+                    let mut frames = Vec::new();
+                    let mut pauses = 0;
+                    // Every round makes `step` more bytes available: this many
+                    // rounds (and as many in place) bring them all, with room.
+                    let rounds = 2 * (src.data.len() / step + 10);
+                    for round in 0.. {
+                        if src.pos == src.data.len() && !reader.mid_frame() {
                             break;
                         }
+                        assert!(round < rounds, "step {step}: no end after {rounds} rounds");
                         src.available += step;
-                    },
-                    1 => reader.resume().unwrap(),
-                    _ => {
-                        let done =
-                            reader.read_paused_from(&mut Plain(&mut src), &mut out, &mut filled);
-                        assert!(!done.unwrap() || step == 1 << 20);
-                        if reader.paused().is_some() {
-                            reader.unpause(&out[..filled]).unwrap();
-                        } else {
-                            out.truncate(header.len);
-                            frames.push(Frame {
-                                header,
-                                payload: out,
-                            });
+                        reader
+                            .read_from(&mut src, false, |f| frames.push(f))
+                            .unwrap();
+                        let Some(header) = reader.paused() else {
+                            continue;
+                        };
+                        pauses += 1;
+                        let mut out = vec![0u8; header.len + 10];
+                        let mut filled = 0;
+                        match pauses % 3 {
+                            0 => {
+                                for tries in 0.. {
+                                    assert!(
+                                        tries < rounds,
+                                        "step {step}: the payload is never complete"
+                                    );
+                                    if reader
+                                        .read_paused_from(
+                                            &mut Plain(&mut src),
+                                            &mut out,
+                                            &mut filled,
+                                        )
+                                        .unwrap()
+                                    {
+                                        out.truncate(header.len);
+                                        frames.push(Frame {
+                                            header,
+                                            payload: out,
+                                        });
+                                        break;
+                                    }
+                                    src.available += step;
+                                }
+                            }
+                            1 => reader.resume().unwrap(),
+                            _ => {
+                                let done = reader.read_paused_from(
+                                    &mut Plain(&mut src),
+                                    &mut out,
+                                    &mut filled,
+                                );
+                                assert!(!done.unwrap() || step == 1 << 20);
+                                if reader.paused().is_some() {
+                                    reader.unpause(&out[..filled]).unwrap();
+                                } else {
+                                    out.truncate(header.len);
+                                    frames.push(Frame {
+                                        header,
+                                        payload: out,
+                                    });
+                                }
+                            }
                         }
                     }
+                    assert_eq!(pauses, 3, "step {step}: one pause per large bulk payload");
+                    assert_eq!(frames.len(), payloads.len(), "step {step}");
+                    for (i, (f, p)) in frames.iter().zip(&payloads).enumerate() {
+                        assert_eq!(f.header.tag, i as Tag, "step {step}: out of order");
+                        assert!(&f.payload == p, "step {step}: frame {i} is wrong");
+                    }
                 }
-            }
-            assert_eq!(pauses, 3, "step {step}: one pause per large bulk payload");
-            assert_eq!(frames.len(), payloads.len(), "step {step}");
-            for (i, (f, p)) in frames.iter().zip(&payloads).enumerate() {
-                assert_eq!(f.header.tag, i as Tag, "step {step}: out of order");
-                assert!(&f.payload == p, "step {step}: frame {i} is wrong");
-            }
-        }
+            },
+        );
     }
 
     #[test]
     fn a_socket_fills_large_payloads_in_place() {
-        use std::io::Write;
-        use std::os::unix::net::UnixStream;
+        deadline("a_socket_fills_large_payloads_in_place", || {
+            use std::io::Write;
+            use std::os::unix::net::UnixStream;
 
-        let sizes = [0usize, 1, 70_000, 3, 200_000, 65_520, 65_521, 1 << 20, 5];
-        let payloads: Vec<Vec<u8>> = sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| (0..n).map(|j| (i * 17 + j * 7) as u8).collect())
-            .collect();
-        let mut bytes = Vec::new();
-        for (i, p) in payloads.iter().enumerate() {
-            bytes.extend(frame_bytes(i as Tag, p));
-        }
-        let (mut tx, mut rx) = UnixStream::pair().unwrap();
-        rx.set_nonblocking(true).unwrap();
-        // Written in uneven pieces, so reads end mid-header and mid-payload.
-        let writer = std::thread::spawn(move || {
-            for piece in bytes.chunks(40_009) {
-                tx.write_all(piece).unwrap();
+            let sizes = [0usize, 1, 70_000, 3, 200_000, 65_520, 65_521, 1 << 20, 5];
+            let payloads: Vec<Vec<u8>> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (0..n).map(|j| (i * 17 + j * 7) as u8).collect())
+                .collect();
+            let mut bytes = Vec::new();
+            for (i, p) in payloads.iter().enumerate() {
+                bytes.extend(frame_bytes(i as Tag, p));
+            }
+            let (mut tx, mut rx) = UnixStream::pair().unwrap();
+            rx.set_nonblocking(true).unwrap();
+            // Written in uneven pieces, so reads end mid-header and mid-payload.
+            let writer = std::thread::spawn(move || {
+                for piece in bytes.chunks(40_009) {
+                    tx.write_all(piece).unwrap();
+                }
+            });
+            let mut reader = FrameReader::new(1 << 30);
+            let mut frames = Vec::new();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while frames.len() < payloads.len() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "only {} of {} frames arrived within 30 s",
+                    frames.len(),
+                    payloads.len()
+                );
+                reader
+                    .read_from_socket(&mut rx, false, |f| frames.push(f))
+                    .unwrap();
+            }
+            writer.join().unwrap();
+            assert!(!reader.mid_frame());
+            for (i, (f, p)) in frames.iter().zip(&payloads).enumerate() {
+                assert_eq!(f.header.tag, i as Tag);
+                assert_eq!(&f.payload, p, "frame {i}");
             }
         });
-        let mut reader = FrameReader::new(1 << 30);
-        let mut frames = Vec::new();
-        while frames.len() < payloads.len() {
-            reader
-                .read_from_socket(&mut rx, false, |f| frames.push(f))
-                .unwrap();
-        }
-        writer.join().unwrap();
-        assert!(!reader.mid_frame());
-        for (i, (f, p)) in frames.iter().zip(&payloads).enumerate() {
-            assert_eq!(f.header.tag, i as Tag);
-            assert_eq!(&f.payload, p, "frame {i}");
-        }
     }
 
     /// Only reads of payloads of QUICK_ACK_MIN bytes or more ask the
     /// socket to acknowledge at once.
     #[test]
     fn large_payloads_are_acknowledged_at_once() {
-        struct Counting<'a> {
-            inner: &'a mut Chunked,
-            acks: usize,
-        }
-        impl Source for Counting<'_> {
-            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-                self.inner.read(buf)
+        deadline("large_payloads_are_acknowledged_at_once", || {
+            struct Counting<'a> {
+                inner: &'a mut Chunked,
+                acks: usize,
             }
-            fn read_spare(&mut self, _v: &mut Vec<u8>, _max: usize) -> Option<io::Result<usize>> {
-                None
+            impl Source for Counting<'_> {
+                fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                    self.inner.read(buf)
+                }
+                fn read_spare(
+                    &mut self,
+                    _v: &mut Vec<u8>,
+                    _max: usize,
+                ) -> Option<io::Result<usize>> {
+                    None
+                }
+                fn read_large(&mut self) {
+                    self.acks += 1;
+                }
             }
-            fn read_large(&mut self) {
-                self.acks += 1;
-            }
-        }
-        let acks = |len: usize| {
-            let mut src = Chunked {
-                data: frame_bytes(1, &vec![7; len]),
-                pos: 0,
-                chunk: 64 << 10,
-                eof: false,
+            let acks = |len: usize| {
+                let mut src = Chunked {
+                    data: frame_bytes(1, &vec![7; len]),
+                    pos: 0,
+                    chunk: 64 << 10,
+                    eof: false,
+                };
+                let mut counting = Counting {
+                    inner: &mut src,
+                    acks: 0,
+                };
+                let mut reader = FrameReader::new(1 << 30);
+                let mut frames = Vec::new();
+                for _ in 0..=len {
+                    if !frames.is_empty() {
+                        break;
+                    }
+                    reader
+                        .read_source(&mut counting, false, |f| frames.push(f))
+                        .unwrap();
+                }
+                assert_eq!(frames.len(), 1, "the frame never came out");
+                assert_eq!(frames[0].payload.len(), len);
+                counting.acks
             };
-            let mut counting = Counting {
-                inner: &mut src,
-                acks: 0,
+            // The same for a payload read in place.
+            let acks_in_place = |len: usize| {
+                let mut src = Chunked {
+                    data: flagged_frame_bytes(1, &vec![7; len], true),
+                    pos: 0,
+                    chunk: 64 << 10,
+                    eof: false,
+                };
+                let mut counting = Counting {
+                    inner: &mut src,
+                    acks: 0,
+                };
+                let mut reader = FrameReader::new(1 << 30);
+                reader.pause_large();
+                reader.read_source(&mut counting, false, |_| {}).unwrap();
+                assert!(reader.paused().is_some(), "a paused payload");
+                let mut out = vec![0u8; len];
+                let mut filled = 0;
+                let done = reader.read_paused_from(&mut counting, &mut out, &mut filled);
+                assert!(matches!(done, Ok(true)), "{done:?}");
+                counting.acks
             };
-            let mut reader = FrameReader::new(1 << 30);
-            let mut frames = Vec::new();
-            while frames.is_empty() {
-                reader
-                    .read_source(&mut counting, false, |f| frames.push(f))
-                    .unwrap();
-            }
-            assert_eq!(frames[0].payload.len(), len);
-            counting.acks
-        };
-        assert_eq!(acks(QUICK_ACK_MIN - 1), 0);
-        // The payload's reads after its header's: 64 KiB each.
-        assert!(acks(QUICK_ACK_MIN) >= 3, "{}", acks(QUICK_ACK_MIN));
-        assert!(acks(1 << 20) >= 15);
-        // On a real TCP socket it is only a hint: it succeeds or is ignored.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        ack_now(&client);
+            assert_eq!(acks_in_place(QUICK_ACK_MIN - 1), 0);
+            assert!(acks_in_place(QUICK_ACK_MIN) >= 3);
+            assert_eq!(acks(QUICK_ACK_MIN - 1), 0);
+            // The payload's reads after its header's: 64 KiB each.
+            assert!(acks(QUICK_ACK_MIN) >= 3, "{}", acks(QUICK_ACK_MIN));
+            assert!(acks(1 << 20) >= 15);
+            // On a real TCP socket it is only a hint: it succeeds or is ignored.
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            ack_now(&client);
+        });
     }
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        let mut src = Chunked {
-            data: b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
-            pos: 0,
-            chunk: 64,
-            eof: false,
-        };
-        let mut reader = FrameReader::new(1 << 20);
-        match reader.read_from(&mut src, false, |_| panic!("no frame expected")) {
-            Err(ReadError::Malformed(m)) => assert!(m.contains("magic")),
-            other => panic!("expected a malformed-frame error, got {other:?}"),
-        }
+        deadline("garbage_is_an_error_not_a_panic", || {
+            let mut src = Chunked {
+                data: b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+                pos: 0,
+                chunk: 64,
+                eof: false,
+            };
+            let mut reader = FrameReader::new(1 << 20);
+            match reader.read_from(&mut src, false, |_| panic!("no frame expected")) {
+                Err(ReadError::Malformed(m)) => assert!(m.contains("magic")),
+                other => panic!("expected a malformed-frame error, got {other:?}"),
+            }
+        });
     }
 
     #[test]
     fn huge_length_field_allocates_nothing() {
-        let mut bytes = Header {
-            kind: FrameKind::Data,
-            tag: 0,
-            len: 0,
-            bulk: false,
-        }
-        .encode();
-        bytes[8..16].copy_from_slice(&(1u64 << 40).to_le_bytes());
-        let mut src = Chunked {
-            data: bytes.to_vec(),
-            pos: 0,
-            chunk: 64,
-            eof: false,
-        };
-        let mut reader = FrameReader::new(1 << 20);
-        assert!(matches!(
-            reader.read_from(&mut src, false, |_| {}),
-            Err(ReadError::Malformed(_))
-        ));
+        deadline("huge_length_field_allocates_nothing", || {
+            let mut bytes = Header {
+                kind: FrameKind::Data,
+                tag: 0,
+                len: 0,
+                bulk: false,
+            }
+            .encode();
+            bytes[8..16].copy_from_slice(&(1u64 << 40).to_le_bytes());
+            let mut src = Chunked {
+                data: bytes.to_vec(),
+                pos: 0,
+                chunk: 64,
+                eof: false,
+            };
+            let mut reader = FrameReader::new(1 << 20);
+            assert!(matches!(
+                reader.read_from(&mut src, false, |_| {}),
+                Err(ReadError::Malformed(_))
+            ));
+        });
     }
 
     #[test]
     fn eof_mid_frame_is_reported() {
-        let mut data = frame_bytes(1, &[1, 2, 3, 4]);
-        data.truncate(18);
-        let mut src = Chunked {
-            data,
-            pos: 0,
-            chunk: 64,
-            eof: true,
+        deadline("eof_mid_frame_is_reported", || {
+            let mut data = frame_bytes(1, &[1, 2, 3, 4]);
+            data.truncate(18);
+            let mut src = Chunked {
+                data,
+                pos: 0,
+                chunk: 64,
+                eof: true,
+            };
+            let mut reader = FrameReader::new(1 << 20);
+            // A short read alone stops early; told the peer closed, it reads on.
+            assert!(reader.read_from(&mut src, false, |_| {}).is_ok());
+            assert!(matches!(
+                reader.read_from(&mut src, true, |_| {}),
+                Err(ReadError::Closed { mid_frame: true })
+            ));
+        });
+    }
+
+    /// A reader that hands out `data` in `chunk`s, then fails once with
+    /// `error` (a reset connection, say), then ends: a reader that ignored
+    /// the error and read on would meet the end and say so, never wait.
+    struct Failing {
+        data: Vec<u8>,
+        pos: usize,
+        chunk: usize,
+        error: Option<io::ErrorKind>,
+    }
+
+    impl Failing {
+        fn new(data: Vec<u8>, chunk: usize, error: io::ErrorKind) -> Failing {
+            Failing {
+                data,
+                pos: 0,
+                chunk,
+                error: Some(error),
+            }
+        }
+    }
+
+    impl Read for Failing {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.pos == self.data.len() {
+                return match self.error.take() {
+                    Some(kind) => Err(kind.into()),
+                    None => Ok(0),
+                };
+            }
+            let n = out.len().min(self.chunk).min(self.data.len() - self.pos);
+            out[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    /// A [`Failing`] reader seen as a socket: it reads into spare capacity
+    /// as `recv` does, so the large-payload path of a socket is taken.
+    struct FailingSocket(Failing);
+
+    impl Source for FailingSocket {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.0.read(buf)
+        }
+
+        fn read_spare(&mut self, v: &mut Vec<u8>, max: usize) -> Option<io::Result<usize>> {
+            let room = max.min(v.capacity() - v.len());
+            let mut piece = vec![0u8; room];
+            Some(
+                self.0
+                    .read(&mut piece)
+                    .inspect(|&n| v.extend_from_slice(&piece[..n])),
+            )
+        }
+    }
+
+    /// Reads everything `src` has with at most `reads` calls, each read
+    /// to the end; the frames, and how reading stopped.
+    fn read_until_error(
+        reader: &mut FrameReader,
+        src: &mut impl Source,
+        reads: usize,
+    ) -> (Vec<Frame>, Result<(), ReadError>) {
+        let mut frames = Vec::new();
+        for _ in 0..reads {
+            if let Err(e) = reader.read_source(src, true, |f| frames.push(f)) {
+                return (frames, Err(e));
+            }
+        }
+        (frames, Ok(()))
+    }
+
+    fn assert_reset(result: Result<(), ReadError>, what: &str) {
+        match result {
+            Err(ReadError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{what}"),
+            other => panic!("{what}: expected the reset, got {other:?}"),
+        }
+    }
+
+    /// A transport error on every read path is reported as that error, not
+    /// taken for "nothing yet" (which would leave the reader waiting for
+    /// bytes that will never come) nor for an end of stream.
+    #[test]
+    fn a_reset_on_every_read_path_is_an_io_error() {
+        deadline("a_reset_on_every_read_path_is_an_io_error", || {
+            let small = frame_bytes(1, &[9; 1000]);
+            let large = frame_bytes(2, &vec![8; 300_000]);
+            let cases: [(&str, Vec<u8>); 4] = [
+                ("mid-header", small[..10].to_vec()),
+                ("mid-payload of a small frame", small[..500].to_vec()),
+                ("mid-payload of a large frame", large[..150_000].to_vec()),
+                ("between frames", [small.clone(), large.clone()].concat()),
+            ];
+            for (what, data) in cases {
+                let expect_frames = usize::from(what == "between frames") * 2;
+                // Read as a plain reader (zeroing ahead of each read) ...
+                let mut reader = FrameReader::new(1 << 20);
+                let mut src = Failing::new(data.clone(), 40_000, io::ErrorKind::ConnectionReset);
+                let (frames, result) = read_until_error(&mut reader, &mut Plain(&mut src), 100);
+                assert_eq!(frames.len(), expect_frames, "plain, {what}");
+                assert_reset(result, &format!("plain, {what}"));
+                assert_eq!(reader.mid_frame(), expect_frames == 0, "plain, {what}");
+                // ... and as a socket (receiving into spare capacity).
+                let mut reader = FrameReader::new(1 << 20);
+                let mut src =
+                    FailingSocket(Failing::new(data, 40_000, io::ErrorKind::ConnectionReset));
+                let (frames, result) = read_until_error(&mut reader, &mut src, 100);
+                assert_eq!(frames.len(), expect_frames, "socket, {what}");
+                assert_reset(result, &format!("socket, {what}"));
+            }
+        });
+    }
+
+    /// A reset in the middle of a payload read in place is an error too.
+    #[test]
+    fn a_reset_mid_in_place_read_is_an_io_error() {
+        deadline("a_reset_mid_in_place_read_is_an_io_error", || {
+            let len = 200_000;
+            let bytes = flagged_frame_bytes(3, &vec![5; len], true);
+            for chunk in [1000, 64 << 10] {
+                let mut src = Failing::new(
+                    bytes[..120_000].to_vec(),
+                    chunk,
+                    io::ErrorKind::ConnectionReset,
+                );
+                let mut reader = FrameReader::new(1 << 20);
+                reader.pause_large();
+                reader
+                    .read_from(&mut src, false, |_| panic!("no whole frame"))
+                    .expect("the header arrives");
+                assert_eq!(reader.paused().map(|h| h.len), Some(len));
+                let mut out = vec![0u8; len];
+                let mut filled = 0;
+                let mut result = Ok(false);
+                for _ in 0..1000 {
+                    result = reader.read_paused_from(&mut Plain(&mut src), &mut out, &mut filled);
+                    if !matches!(result, Ok(false)) {
+                        break;
+                    }
+                }
+                match result {
+                    Err(ReadError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset),
+                    other => panic!("chunk {chunk}: expected the reset, got {other:?}"),
+                }
+                assert_eq!(
+                    filled,
+                    120_000 - HEADER_LEN,
+                    "chunk {chunk}: what arrived was placed"
+                );
+                assert!(out[..filled].iter().all(|&b| b == 5));
+            }
+        });
+    }
+
+    /// An interrupted read is retried on every path, and the frames come
+    /// out whole.
+    #[test]
+    fn an_interrupted_read_is_retried() {
+        deadline("an_interrupted_read_is_retried", || {
+            struct Interrupting {
+                inner: Chunked,
+                every: usize,
+                reads: usize,
+            }
+            impl Read for Interrupting {
+                fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                    self.reads += 1;
+                    if self.reads % self.every == 0 {
+                        return Err(io::ErrorKind::Interrupted.into());
+                    }
+                    self.inner.read(out)
+                }
+            }
+            let payloads = [vec![1u8; 10], vec![2u8; 300_000], vec![3u8; 20]];
+            let bytes: Vec<u8> = payloads
+                .iter()
+                .enumerate()
+                .flat_map(|(i, p)| flagged_frame_bytes(i as Tag, p, true))
+                .collect();
+            for every in [2, 3] {
+                let mut src = Interrupting {
+                    inner: Chunked {
+                        data: bytes.clone(),
+                        pos: 0,
+                        chunk: 30_000,
+                        eof: true,
+                    },
+                    every,
+                    reads: 0,
+                };
+                let mut reader = FrameReader::new(1 << 20);
+                let mut frames = Vec::new();
+                let result = reader.read_from(&mut src, true, |f| frames.push(f));
+                assert!(
+                    matches!(result, Err(ReadError::Closed { mid_frame: false })),
+                    "every {every}: {result:?}"
+                );
+                let got: Vec<Vec<u8>> = frames.into_iter().map(|f| f.payload).collect();
+                assert_eq!(got, payloads, "every {every}");
+                // In place too.
+                src.inner.pos = 0;
+                let mut reader = FrameReader::new(1 << 20);
+                reader.pause_large();
+                let mut frames = Vec::new();
+                reader
+                    .read_from(&mut src, true, |f| frames.push(f))
+                    .unwrap();
+                let header = reader.paused().expect("stopped at the large payload");
+                let mut out = vec![0u8; header.len];
+                let mut filled = 0;
+                let done = reader.read_paused_from(&mut Plain(&mut src), &mut out, &mut filled);
+                assert!(matches!(done, Ok(true)), "every {every}: {done:?}");
+                assert_eq!(out, payloads[1]);
+            }
+        });
+    }
+
+    /// `bytes_read` counts every byte taken from the source, buffered or
+    /// read straight into a large payload: it is how a caller learns that a
+    /// read got anything.
+    #[test]
+    fn bytes_read_counts_every_byte_read() {
+        deadline("bytes_read_counts_every_byte_read", || {
+            let mut reader = FrameReader::new(1 << 30);
+            assert_eq!(reader.bytes_read(), 0);
+            let mut total = 0;
+            for (tag, len) in [(1, 5usize), (2, 70_000), (3, 0), (4, 1 << 20)] {
+                let bytes = frame_bytes(tag, &vec![tag as u8; len]);
+                total += bytes.len() as u64;
+                let mut src = Chunked {
+                    data: bytes,
+                    pos: 0,
+                    chunk: 10_000,
+                    eof: false,
+                };
+                let mut frames = Vec::new();
+                for _ in 0..1000 {
+                    if !frames.is_empty() {
+                        break;
+                    }
+                    reader
+                        .read_from(&mut src, false, |f| frames.push(f))
+                        .unwrap();
+                }
+                assert_eq!(frames.len(), 1, "frame {tag}");
+                assert_eq!(reader.bytes_read(), total, "after frame {tag}");
+            }
+            // A read that would block adds nothing.
+            let mut empty = Chunked {
+                data: Vec::new(),
+                pos: 0,
+                chunk: 1,
+                eof: false,
+            };
+            reader.read_from(&mut empty, true, |_| {}).unwrap();
+            assert_eq!(reader.bytes_read(), total);
+        });
+    }
+
+    /// A goodbye is a frame of its own, with neither payload nor flag.
+    #[test]
+    fn goodbye_frames_carry_nothing() {
+        let goodbye = Header {
+            kind: FrameKind::Goodbye,
+            tag: 0,
+            len: 0,
+            bulk: false,
         };
-        let mut reader = FrameReader::new(1 << 20);
-        // A short read alone stops early; told the peer closed, it reads on.
-        assert!(reader.read_from(&mut src, false, |_| {}).is_ok());
-        assert!(matches!(
-            reader.read_from(&mut src, true, |_| {}),
-            Err(ReadError::Closed { mid_frame: true })
-        ));
+        assert_eq!(Header::decode(&goodbye.encode(), 0), Ok(goodbye));
+        for bad in [
+            Header { len: 1, ..goodbye },
+            Header {
+                bulk: true,
+                ..goodbye
+            },
+        ] {
+            assert_eq!(
+                Header::decode(&bad.encode(), 100),
+                Err(format!(
+                    "goodbye frame with a {}-byte payload or the bulk flag",
+                    bad.len
+                ))
+            );
+        }
+        assert_eq!(Header::data(5, 7, true).encode()[3], FLAG_BULK);
+        assert_eq!(
+            Header::decode(&Header::data(5, 7, false).encode(), 7),
+            Ok(Header {
+                kind: FrameKind::Data,
+                tag: 5,
+                len: 7,
+                bulk: false
+            })
+        );
+    }
+
+    /// A frame as large as the read buffer (64 KiB with its header) waits
+    /// there for the rest of its bytes and is parsed out of it, even when
+    /// bulk; one byte more goes to a vector of its own, where a pausing
+    /// reader stops.
+    #[test]
+    fn frames_up_to_the_read_buffer_are_parsed_from_it() {
+        deadline("frames_up_to_the_read_buffer_are_parsed_from_it", || {
+            let fits = READ_BUF_LEN - HEADER_LEN;
+            for (len, pauses) in [(4097, false), (fits, false), (fits + 1, true)] {
+                let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
+                // In pieces: the frame is incomplete in the buffer at first.
+                let mut src = Chunked {
+                    data: flagged_frame_bytes(1, &payload, true),
+                    pos: 0,
+                    chunk: 1000,
+                    eof: false,
+                };
+                let mut reader = FrameReader::new(1 << 20);
+                reader.pause_large();
+                let mut frames = Vec::new();
+                for _ in 0..=src.data.len() {
+                    if !frames.is_empty() || reader.paused().is_some() {
+                        break;
+                    }
+                    reader
+                        .read_from(&mut src, false, |f| frames.push(f))
+                        .unwrap();
+                }
+                assert_eq!(reader.paused().is_some(), pauses, "{len} bytes");
+                assert_eq!(frames.len(), usize::from(!pauses), "{len} bytes");
+                if let Some(f) = frames.first() {
+                    assert_eq!(f.payload, payload);
+                }
+            }
+        });
+    }
+
+    /// A read that fills the buffer is not a short read: the reader reads
+    /// on until the source would block, since an edge-triggered poll
+    /// reports only new data.
+    #[test]
+    fn a_full_read_reads_on_until_the_source_would_block() {
+        deadline("a_full_read_reads_on_until_the_source_would_block", || {
+            let payload = vec![3u8; 1000 - HEADER_LEN];
+            let count = 3 * READ_BUF_LEN / 1000;
+            let mut src = Chunked {
+                data: (0..count)
+                    .flat_map(|i| frame_bytes(i as Tag, &payload))
+                    .collect(),
+                pos: 0,
+                chunk: READ_BUF_LEN,
+                eof: false,
+            };
+            let mut reader = FrameReader::new(1 << 20);
+            let mut frames = Vec::new();
+            reader
+                .read_from(&mut src, false, |f| frames.push(f))
+                .unwrap();
+            assert_eq!(frames.len(), count, "one call reads everything there is");
+        });
+    }
+
+    /// A socket's `read_spare` writes at most `max` bytes, and never past
+    /// the vector's capacity, after what the vector holds.
+    #[test]
+    fn a_socket_reads_into_spare_capacity_within_bounds() {
+        use std::io::Write;
+        use std::os::unix::net::UnixStream;
+
+        deadline("a_socket_reads_into_spare_capacity_within_bounds", || {
+            let (mut tx, mut rx) = UnixStream::pair().unwrap();
+            let data: Vec<u8> = (0..100u8).collect();
+            tx.write_all(&data).unwrap();
+            let mut v = Vec::with_capacity(10);
+            v.extend_from_slice(&data[..3]);
+            let room = v.capacity() - v.len();
+            let n = Socket(&mut rx).read_spare(&mut v, 1000).unwrap().unwrap();
+            assert_eq!(n, room, "as much as the capacity holds");
+            assert_eq!(v, [&data[..3], &data[..n]].concat());
+            let mut v = Vec::with_capacity(100);
+            let n = Socket(&mut rx).read_spare(&mut v, 5).unwrap().unwrap();
+            assert_eq!(n, 5, "no more than asked");
+            assert_eq!(v, data[room..room + 5]);
+        });
+    }
+
+    /// From a socket, a paused payload is read in place as it arrives,
+    /// and the reader goes on with the next frame.
+    #[test]
+    fn a_socket_fills_a_paused_payload_in_place() {
+        use std::io::Write;
+        use std::os::unix::net::UnixStream;
+
+        deadline("a_socket_fills_a_paused_payload_in_place", || {
+            let payload: Vec<u8> = (0..300_000).map(|i| (i * 7) as u8).collect();
+            let mut bytes = flagged_frame_bytes(4, &payload, true);
+            bytes.extend(frame_bytes(5, b"next"));
+            let (mut tx, mut rx) = UnixStream::pair().unwrap();
+            rx.set_nonblocking(true).unwrap();
+            let writer = std::thread::spawn(move || {
+                for piece in bytes.chunks(50_001) {
+                    tx.write_all(piece).unwrap();
+                }
+            });
+            let mut reader = FrameReader::new(1 << 20);
+            reader.pause_large();
+            let mut frames = Vec::new();
+            let start = std::time::Instant::now();
+            while reader.paused().is_none() {
+                assert!(start.elapsed() < DEADLINE, "the header never arrived");
+                reader
+                    .read_from_socket(&mut rx, false, |f| frames.push(f))
+                    .unwrap();
+            }
+            let mut out = vec![0u8; payload.len()];
+            let mut filled = 0;
+            while !reader
+                .read_paused_from_socket(&mut rx, &mut out, &mut filled)
+                .unwrap()
+            {
+                assert!(start.elapsed() < DEADLINE, "{filled} bytes placed");
+            }
+            assert!(out == payload, "the payload placed is wrong");
+            assert_eq!(reader.paused(), None);
+            while frames.is_empty() {
+                assert!(start.elapsed() < DEADLINE, "the next frame never came");
+                reader
+                    .read_from_socket(&mut rx, false, |f| frames.push(f))
+                    .unwrap();
+            }
+            writer.join().unwrap();
+            assert_eq!(frames[0].payload, b"next");
+        });
     }
 }

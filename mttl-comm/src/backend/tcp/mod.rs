@@ -64,6 +64,8 @@ mod liveness;
 mod progress;
 mod sends;
 mod socket;
+#[cfg(test)]
+mod test_deadline;
 
 use std::collections::VecDeque;
 use std::io;
@@ -627,33 +629,37 @@ mod tests {
     /// silent, as `MTTL_LINK_TIMEOUT` (25 s by default) asks.
     #[test]
     fn links_probe_a_silent_peer() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let launch = move |rank| TcpLaunch {
-            rank,
-            size: 2,
-            root: format!("127.0.0.1:{port}"),
-            secret: [7; crate::env::SECRET_LEN],
-            bind_any: false,
-        };
-        let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
-        let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
-        let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
-        for (c, peer) in [(&comm, 1), (&other, 0)] {
-            let link = &c.peers[peer].as_ref().expect("a link to the peer").stream;
-            let sock = socket2::SockRef::from(link);
-            assert!(sock.keepalive().expect("SO_KEEPALIVE"));
-            assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(10));
-            assert_eq!(
-                sock.tcp_keepalive_interval().unwrap(),
-                Duration::from_secs(5)
-            );
-            assert_eq!(sock.tcp_keepalive_retries().unwrap(), 3);
-        }
-        let finish = std::thread::spawn(move || other.finish());
-        comm.finish().expect("rank 0 finishes");
-        finish.join().expect("rank 1 ran").expect("rank 1 finishes");
+        // Joining and finishing read frames: a reader stuck in a loop
+        // fails the test rather than hanging it.
+        test_deadline::within("links_probe_a_silent_peer", Duration::from_secs(60), || {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let launch = move |rank| TcpLaunch {
+                rank,
+                size: 2,
+                root: format!("127.0.0.1:{port}"),
+                secret: [7; crate::env::SECRET_LEN],
+                bind_any: false,
+            };
+            let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
+            let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
+            let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
+            for (c, peer) in [(&comm, 1), (&other, 0)] {
+                let link = &c.peers[peer].as_ref().expect("a link to the peer").stream;
+                let sock = socket2::SockRef::from(link);
+                assert!(sock.keepalive().expect("SO_KEEPALIVE"));
+                assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(10));
+                assert_eq!(
+                    sock.tcp_keepalive_interval().unwrap(),
+                    Duration::from_secs(5)
+                );
+                assert_eq!(sock.tcp_keepalive_retries().unwrap(), 3);
+            }
+            let finish = std::thread::spawn(move || other.finish());
+            comm.finish().expect("rank 0 finishes");
+            finish.join().expect("rank 1 ran").expect("rank 1 finishes");
+        });
     }
 }

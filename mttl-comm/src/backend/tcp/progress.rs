@@ -352,3 +352,124 @@ impl TcpComm {
             .any(|p| p.state == PeerState::Open)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::super::frame::Header;
+    use super::super::test_deadline::within;
+    use super::*;
+    use crate::env::TcpLaunch;
+
+    /// How long a link of these tests may take to deliver: loopback
+    /// delivers at once, so running out means nothing will come.
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    /// How long a whole test may take, joining ranks included: a read that
+    /// never returns fails the test here (see `test_deadline`).
+    const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+    /// Two ranks of a job, joined in this process.
+    fn two_ranks() -> (TcpComm, TcpComm) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let launch = move |rank| TcpLaunch {
+            rank,
+            size: 2,
+            root: format!("127.0.0.1:{port}"),
+            secret: [3; crate::env::SECRET_LEN],
+            bind_any: false,
+        };
+        let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
+        let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
+        let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
+        (comm, other)
+    }
+
+    /// Calls `look` until it returns true, failing with `what` after
+    /// [`DEADLINE`].
+    fn within_deadline(what: &str, mut look: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !look() {
+            assert!(
+                start.elapsed() < DEADLINE,
+                "{what}: nothing within {DEADLINE:?}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Writes `bytes` raw on rank `from`'s link to rank `to`, as the frame
+    /// writer would.
+    fn write_raw(comm: &mut TcpComm, to: Rank, bytes: &[u8]) {
+        let peer = comm.peers[to].as_mut().expect("a link");
+        socket2::SockRef::from(&peer.stream)
+            .set_nonblocking(false)
+            .expect("a blocking link");
+        peer.stream.write_all(bytes).expect("the bytes are written");
+    }
+
+    /// `read_peer` says whether it read anything: waits use it to tell a
+    /// link that delivered from one that did not.
+    #[test]
+    fn reading_a_link_reports_whether_anything_came() {
+        within(
+            "reading_a_link_reports_whether_anything_came",
+            TEST_LIMIT,
+            || {
+                let (mut comm, mut other) = two_ranks();
+                assert!(!comm.read_peer(1, false), "nothing was sent yet");
+                let mut frame = Header::data(7, 3, false).encode().to_vec();
+                frame.extend_from_slice(b"abc");
+                write_raw(&mut other, 0, &frame);
+                within_deadline("the frame", || comm.read_peer(1, false));
+                let m = comm.incoming.pop_front().expect("the message");
+                assert_eq!((m.source, m.tag, &m.data[..]), (1, 7, &b"abc"[..]));
+                assert!(!comm.read_peer(1, false), "nothing more came");
+            },
+        );
+    }
+
+    /// A connection reset in the middle of a frame fails the link, and the
+    /// error names the peer and what the transport said.
+    #[test]
+    fn a_reset_mid_frame_is_a_lost_peer_named_in_the_error() {
+        within(
+            "a_reset_mid_frame_is_a_lost_peer_named_in_the_error",
+            TEST_LIMIT,
+            || {
+                let mut large = Header::data(9, 1 << 20, false).encode().to_vec();
+                large.extend_from_slice(&[1u8; 30_000]);
+                let header = Header::data(9, 10, false).encode();
+                for (what, bytes) in [("mid-header", &header[..10]), ("mid-payload", &large[..])] {
+                    let (mut comm, mut other) = two_ranks();
+                    write_raw(&mut other, 0, bytes);
+                    let peer = other.peers[0].take().expect("a link");
+                    // Closing with a zero linger resets the connection.
+                    socket2::SockRef::from(&peer.stream)
+                        .set_linger(Some(Duration::ZERO))
+                        .expect("SO_LINGER");
+                    drop(peer);
+                    within_deadline(what, || {
+                        comm.read_peer(1, false);
+                        comm.lost.is_some()
+                    });
+                    let e = comm
+                        .take_lost(Op::RecvFrom(1))
+                        .expect_err("the link is lost");
+                    assert_eq!(e.lost_peer(), Some(1), "{what}: {e}");
+                    let text = e.to_string();
+                    assert!(
+                        text.starts_with(
+                            "rank 0: recv_from rank 1: rank 1 is gone (connection error: "
+                        ) && text.contains("reset"),
+                        "{what}: {text}"
+                    );
+                }
+            },
+        );
+    }
+}
