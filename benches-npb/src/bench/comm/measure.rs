@@ -411,7 +411,8 @@ mod tests {
         }
         // The other order: the same split of samples, the first's first.
         let (a, b) = interleave(&mut fast, &mut slow, &[8], true).unwrap();
-        assert!(a[0].rtt_us.iter().all(|&f| f < b[0].rtt_us[0]));
+        // Medians, not every sample: a loaded machine may stretch one sleep.
+        assert!(median(&a[0].rtt_us) < median(&b[0].rtt_us));
         assert_eq!(a[0].rtt_us.len(), b[0].rtt_us.len());
     }
 
