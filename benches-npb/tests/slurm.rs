@@ -21,6 +21,8 @@ use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+
+mod support;
 use std::time::{Duration, Instant};
 
 /// How long one srun, sbatch or salloc may take before the test fails.
@@ -144,21 +146,14 @@ impl Cluster {
     /// Runs a client command to its end or [`STEP_TIMEOUT`], and says
     /// what the cluster's logs say if it did not end in time.
     fn run(&self, program: &str, args: &[&str]) -> Output {
-        let what = format!("{program} {}", args.join(" "));
-        let child = self
-            .command(program, args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {what}: {e}"));
-        match wait_output(child, STEP_TIMEOUT) {
-            Some(out) => out,
-            None => panic!(
-                "{what} did not end within {STEP_TIMEOUT:?}\n{}",
+        support::run_within(&mut self.command(program, args), STEP_TIMEOUT).unwrap_or_else(|out| {
+            panic!(
+                "{program} {} did not end within {STEP_TIMEOUT:?}\n{}\n{}",
+                args.join(" "),
+                text(&out),
                 self.logs()
-            ),
-        }
+            )
+        })
     }
 
     fn logs(&self) -> String {
@@ -218,39 +213,6 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// Waits for `child` at most `timeout`; kills it and gives `None` after.
-fn wait_output(mut child: Child, timeout: Duration) -> Option<Output> {
-    let mut stdout = child.stdout.take().expect("piped stdout");
-    let mut stderr = child.stderr.take().expect("piped stderr");
-    let out = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = stdout.read_to_end(&mut s);
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = stderr.read_to_end(&mut s);
-        s
-    });
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for a child") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Some(Output {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    })
 }
 
 fn text(out: &Output) -> String {
