@@ -18,8 +18,9 @@
 //!   every rank with main's exit code.
 //! - **Threads.** Each rank runs cooperative user-level threads on one OS
 //!   thread. A thread runs until it *blocks* (waiting for a reply, a
-//!   [`SyncCell`](crate::SyncCell) value, a collective, a remote read),
-//!   *yields* ([`yield_now`](crate::yield_now)) or ends; then the rank's
+//!   [`SyncCell`](crate::SyncCell) value, a collective, a remote read or
+//!   write, a fence), *yields* ([`yield_now`](crate::yield_now); sending a
+//!   large `nwrite_slice` may yield too) or ends; then the rank's
 //!   loop runs the next ready thread, and between threads it sends what
 //!   they left to send and *handles* the messages that arrived. So the
 //!   handler never runs in the middle of your code, only at those points:
@@ -28,9 +29,10 @@
 //!   blocking keeps its whole rank from serving others (yield now and
 //!   then, or [`flush`](crate::flush) first, see section 2).
 //! - **Where remote work runs.** A remote call ([`invoke`](crate::invoke))
-//!   runs its function in a new thread on the callee. Remote memory
-//!   accesses and [`GlobalSync`](crate::GlobalSync) writes are applied by
-//!   the callee's handler itself, without a thread.
+//!   runs its function in a new thread on the callee, as does a member
+//!   function called through a [`GlobalPtr`](crate::GlobalPtr). Remote
+//!   reads, writes and atomics, and [`GlobalSync`](crate::GlobalSync)
+//!   writes, are applied by the callee's handler itself, without a thread.
 //! - **Order.** Messages from one rank to another arrive, and are handled,
 //!   in the order they were sent. There is no order between different
 //!   senders.
