@@ -1,6 +1,7 @@
 //! A task farm: 10 000 tasks of very uneven cost, pulled one at a time by
-//! worker threads on every node from a master queue on node 0, so that
-//! fast workers take more tasks and no node waits for a slow one's share.
+//! worker threads on every other node from a master queue on node 0, so
+//! that a worker that drew cheap tasks takes more of them and no node waits
+//! for a slow one's share.
 //!
 //! It shows:
 //!
@@ -16,10 +17,11 @@
 //!   when it ends, and the task that spawned them reads it once per
 //!   thread. The threads of one node take turns: one computes until it
 //!   blocks in its next `invoke`, and the others' replies wait meanwhile;
-//! - why a thread that never blocks should yield: on node 0 the workers'
-//!   `invoke(0, ...)` is a plain local call, so without
-//!   [`mttl::yield_now`] between tasks they would keep node 0's loop from
-//!   serving the other nodes and take every task themselves.
+//! - why node 0 runs no workers when there are other nodes: its loop
+//!   answers a `next_task` only between two of its threads' turns, so a
+//!   worker computing there would keep every other node waiting for its
+//!   next task (and, taking its own tasks by a local call, would take most
+//!   of them).
 //!
 //! The result is checked: every task done exactly once, and a sample of
 //! the results recomputed.
@@ -39,7 +41,7 @@ use mttl::{GlobalSync, SyncCell};
 
 /// Tasks in all, unless the first argument says otherwise.
 const DEFAULT_TASKS: u32 = 10_000;
-/// Worker threads on each node.
+/// Worker threads on each node that works.
 const WORKERS_PER_NODE: usize = 2;
 
 /// One finished task: its number, its result, and the node that ran it.
@@ -75,29 +77,35 @@ fn next_task() -> Option<u32> {
     })
 }
 
-/// The SPMD task: runs `WORKERS_PER_NODE` worker threads on this node and
-/// returns, once they are all done, how many tasks this node ran.
+/// Worker threads on this node: none on node 0 when others can work, so
+/// that it answers `next_task` at once.
+fn workers_here() -> usize {
+    if mttl::rank() == 0 && mttl::size() > 1 {
+        0
+    } else {
+        WORKERS_PER_NODE
+    }
+}
+
+/// The SPMD task: runs this node's worker threads and returns, once they
+/// are all done, how many tasks this node ran.
 #[mttl::remote]
 fn work(results: GlobalSync<Done>) -> u64 {
     let finished: SyncCell<u64> = SyncCell::new();
-    for _ in 0..WORKERS_PER_NODE {
+    let workers = workers_here();
+    for _ in 0..workers {
         let finished = finished.clone();
         mttl::thread::spawn("worker", move || {
             let mut ran = 0;
             while let Some(t) = mttl::invoke(0, next_task, ()) {
                 results.write((t, run_task(t), mttl::rank() as u32));
                 ran += 1;
-                // On node 0, `next_task` is a plain call that never blocks:
-                // without a yield its workers would never let the node's
-                // loop serve the other nodes' requests, and would take
-                // every task themselves.
-                mttl::yield_now();
             }
             finished.write(ran);
         });
     }
     // Wait for the workers: one value from each.
-    let ran = (0..WORKERS_PER_NODE).map(|_| finished.read()).sum();
+    let ran = (0..workers).map(|_| finished.read()).sum();
     // This node's result writes are in node 0's cell once the fence returns.
     mttl::fence();
     ran
@@ -140,10 +148,14 @@ fn main() {
         per_node, by_node,
         "the nodes' counts differ from the results"
     );
+    let workers = if mttl::size() > 1 {
+        (mttl::size() - 1) * WORKERS_PER_NODE
+    } else {
+        WORKERS_PER_NODE
+    };
     println!(
-        "task_farm: {tasks} tasks on {} nodes ({} workers, tasks per node {by_node:?}) in {:.3} s, each done once: OK",
+        "task_farm: {tasks} tasks on {} nodes ({workers} workers, tasks per node {by_node:?}) in {:.3} s, each done once: OK",
         mttl::size(),
-        mttl::size() * WORKERS_PER_NODE,
         elapsed.as_secs_f64()
     );
 }
