@@ -240,7 +240,7 @@
 //! |---|---|---|
 //! | `ptr.read()`, `read_slice` | the value is here | (a read) |
 //! | `ptr.write(v)`, `write_slice(&d)` | the owner applied it | at once |
-//! | `ptr.nwrite(v)`, `nwrite_slice(&d)` | `d` may be reused | by the writer's next `fence` |
+//! | `ptr.nwrite(v)`, `nwrite_slice(&d)` | at once (`nwrite_slice`: once `d` may be reused) | by the writer's next `fence` |
 //! | `ptr.nwrite_owned(d)` | at once (`d` kept until sent) | by the writer's next `fence` |
 //! | `GlobalSync::write(v)` | at once | by the writer's next `fence` |
 //! | atomics (`fetch_add`, ...) | the owner applied it | at once |
