@@ -2,12 +2,14 @@
 //! and which tool fits which job. Read it once before writing a program;
 //! the items' own pages have the details.
 //!
-//! The examples here are real tests: most run as a job of one rank
-//! (`mttl::start(|| ...)`, what [`macro@crate::main`] expands to, returns
-//! the job's exit code), which exercises the same code as a larger job;
-//! those that need several ranks are only compiled. The programs in
-//! `examples/` (`sample_sort`, `word_count`, `task_farm`, `stencil`,
-//! `producer_consumer`, ...) are complete jobs to run with `MTTL_NP=4`.
+//! The examples here are real programs and run as tests: `cargo test --doc
+//! -p mttl` runs each as a job of one rank (`mttl::start(|| ...)`, what
+//! [`macro@crate::main`] expands to, returns the job's exit code), and
+//! `MTTL_NP=4 cargo test --doc -p mttl` as a job of four (add
+//! `MTTL_BACKEND=local`, or `MTTL_BACKEND=mpi` with `--features mpi`, for
+//! the other backends). The programs in `examples/` (`sample_sort`,
+//! `word_count`, `task_farm`, `stencil`, `producer_consumer`, ...) are
+//! larger complete jobs.
 //!
 //! # 1. The model
 //!
@@ -43,7 +45,7 @@
 //!
 //! A whole program (see the README for launching it on several ranks):
 //!
-//! ```no_run
+//! ```
 //! #[mttl::remote]
 //! fn hello(from: usize) -> String {
 //!     format!("rank {} greets rank {from}", mttl::rank())
