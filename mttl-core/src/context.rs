@@ -113,7 +113,7 @@ pub fn size() -> usize {
     rank_and_size().1
 }
 
-/// The name of the backend in use: `"tcp"`, `"mpi"` or `"local"`.
+/// The name of the backend in use: `"tcp"` or `"mpi"`.
 pub fn backend_name() -> &'static str {
     with(|cx| cx.comm.backend_name())
 }

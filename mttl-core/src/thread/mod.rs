@@ -117,14 +117,8 @@ pub use self::stack::{
 };
 
 /// Creates a thread running `f` and appends it to the ready queue; it runs
-/// when [`run_ready`] reaches it (in a running program: once the calling
-/// thread blocks or yields). Callable on the native stack or from a
+/// when [`run_ready`] reaches it. Callable on the native stack or from a
 /// thread.
-///
-/// The returned id names the thread (for [`wake`] and
-/// [`blocked_threads`]) but does not wait for it. To wait for threads,
-/// have each write into a `SyncCell` as it ends and read the cell once per
-/// thread; a thread still running when the program ends is unwound.
 ///
 /// # Panics
 ///
