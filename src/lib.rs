@@ -1,40 +1,64 @@
 //! mttl: MPC++ MTTL-style SPMD programming in Rust.
 //!
-//! Every process of a job runs the same program. Node 0 runs the function
-//! marked [`macro@main`]; its lightweight threads call functions on other
-//! nodes ([`invoke`], [`ainvoke`]), meet in FIFO cells ([`SyncCell`]) and
-//! reach other nodes' memory through global pointers ([`GlobalPtr`]).
-//! Underneath, the eight-primitive [`Comm`](comm::Comm) trait runs over TCP
-//! (the default), MPI or, for tests and debugging, threads of one process.
+//! Every process (*rank*, *node*) of a job runs the same program. Rank 0
+//! runs the function marked [`macro@main`]; the other ranks serve until it
+//! returns. Lightweight cooperative threads call functions on other ranks
+//! ([`invoke`], [`ainvoke`], [`spmd`]), meet in FIFO cells ([`SyncCell`])
+//! and reach other ranks' memory through global pointers ([`GlobalPtr`]);
+//! collectives ([`barrier`], [`allreduce`], [`alltoallv`], ...) involve
+//! every rank. Underneath, the eight-primitive [`Comm`](comm::Comm) trait
+//! runs over TCP (the default), MPI or, for tests and debugging, threads of
+//! one process.
 //!
-//! ```ignore
+//! **Start with [the guide](guide)**: the model (which code runs where and
+//! when), the rules of collectives, `nwrite` / `fence` / `barrier`
+//! completion, per-rank state, waiting for threads, and which exchange to
+//! use for which job.
+//!
+//! A program, run here as a job of one rank (`MTTL_NP=4 ./prog` runs a
+//! `#[mttl::main]` program on four):
+//!
+//! ```
 //! #[mttl::remote]
 //! fn add(a: i32, b: i32) -> i32 {
 //!     a + b
 //! }
 //!
-//! #[mttl::main]
+//! // `#[mttl::main] fn main() { ... }` expands to this call of `start`.
 //! fn main() {
-//!     for node in 0..mttl::size() {
-//!         assert_eq!(mttl::invoke(node, add, (1, 2)), 3);
-//!     }
+//!     let code = mttl::start(|| {
+//!         for node in 0..mttl::size() {
+//!             assert_eq!(mttl::invoke(node, add, (1, 2)), 3);
+//!         }
+//!     });
+//!     assert_eq!(code, 0);
 //! }
 //! ```
 //!
 //! The API, by concept:
 //!
 //! - the job: [`macro@main`], [`start`], [`rank`], [`size`],
-//!   [`backend_name`], [`stats`], [`flush`];
+//!   [`backend_name`], [`stats()`], [`flush`];
 //! - remote calls: [`macro@remote`], [`invoke`], [`ainvoke`], [`try_invoke`],
 //!   [`spmd`], [`Pending`], [`RemoteError`];
-//! - threads: [`thread::spawn`], [`yield_now`];
+//! - threads: [`thread::spawn`], [`yield_now`] and the rest of [`thread`];
 //! - synchronisation cells: [`SyncCell`], [`GlobalSync`];
 //! - global memory: [`GlobalArray`], [`GlobalObject`], [`GlobalPtr`],
-//!   [`AtomicInt`], [`fence`];
+//!   [`AtomicInt`], [`fence`], [`try_fence`];
 //! - collectives: [`barrier`], [`broadcast`], [`reduce`], [`allreduce`],
 //!   [`gather`], [`allgather`], [`alltoall`], [`alltoallv`] and their slice
 //!   and typed forms;
 //! - plain data and encoding: [`Pod`], [`Zeroable`], [`Encode`], [`Decode`].
+//!
+//! The examples in `examples/` are complete programs: `hello`, `fig3`,
+//! `producer_consumer`, `stencil`, `atomics`, `collectives`, `pingpong`,
+//! `sample_sort`, `word_count` and `task_farm` (the README says what each
+//! shows).
+
+#![deny(rustdoc::broken_intra_doc_links)]
+#![warn(missing_docs)]
+
+pub mod guide;
 
 /// The communication layer: the [`Comm`](comm::Comm) trait and its backends.
 #[doc(no_inline)]

@@ -143,7 +143,16 @@ fn deliver_reply(cell: &dyn Any, status: u8, body: &[u8]) -> Result<(), String> 
 
 /// A call in flight, started by [`ainvoke`]: wait for its result with
 /// [`wait`](Pending::wait) or [`try_wait`](Pending::try_wait).
-#[must_use = "a Pending call does nothing unless waited on"]
+///
+/// The call is sent by `ainvoke` and runs whether or not the handle is
+/// waited on. Dropping the handle unwaited discards the result silently
+/// when it arrives; if the remote function panicked, the caller's rank
+/// reports it on stderr (`a write from rank R was lost: ... failed: ...`),
+/// as no one else will see it. Nothing tells the caller when a dropped
+/// call has run: to know, wait on it (or have it write into a
+/// [`GlobalSync`](crate::GlobalSync), or end with a [`barrier`](crate::barrier)
+/// after the callees' work is known to be done).
+#[must_use = "the call runs anyway, but its result and any panic are lost unless waited on"]
 pub struct Pending<R> {
     cell: SyncCell<Reply>,
     slot: Option<u32>,
@@ -205,8 +214,8 @@ impl<R> Drop for Pending<R> {
         if let Some(slot) = self.slot.take() {
             // Dropped unwaited. While the reply is still to come, the slot
             // stays taken (by a dead cell), so that no later call reusing it
-            // receives this reply; the late reply is reported and frees it
-            // (`CellTable::deliver`).
+            // receives this reply; the late reply frees it, silently unless
+            // the call failed (`CellTable::deliver`).
             if self.cell.queue_len() > 0 {
                 sync::remove_cell(slot);
             }

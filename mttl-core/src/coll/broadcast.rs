@@ -15,8 +15,15 @@ use crate::thread::BlockReason;
 /// anything, e.g. `Default::default()`). The root gets its own value back
 /// without a copy.
 ///
-/// ```ignore
-/// let params = mttl::broadcast(0, if mttl::rank() == 0 { read_params() } else { Params::default() });
+/// ```
+/// // A job of one rank; in a larger one, call it from the task that every
+/// // rank runs (see `spmd`).
+/// let code = mttl_core::start(|| {
+///     let me = mttl_core::rank();
+///     let params = mttl_core::broadcast(0, if me == 0 { vec![0.5, 2.0] } else { Vec::new() });
+///     assert_eq!(params, vec![0.5, 2.0]);
+/// });
+/// assert_eq!(code, 0);
 /// ```
 ///
 /// # Panics

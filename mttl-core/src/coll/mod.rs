@@ -68,10 +68,12 @@
 //! 2. Then it enters the dissemination barrier, which returns on a node
 //!    only after every node has entered it, hence finished step 1.
 //! 3. So when `barrier` returns anywhere, every remote write issued
-//!    anywhere before the barrier is visible. Writes that `fence` does not
-//!    track (a `GlobalSync` write is a plain message) are not covered: a
-//!    barrier's messages take other paths than the write and may overtake
-//!    it.
+//!    anywhere before the barrier is visible: every `nwrite` (and
+//!    `write`, which waits anyway) and every
+//!    [`GlobalSync::write`](crate::GlobalSync::write), which `fence` counts
+//!    like an `nwrite`. An `invoke` or `ainvoke` is not covered: the
+//!    function's thread runs whenever the callee gets to it; wait on the
+//!    call (its reply) to know it has run.
 
 mod algorithm;
 mod alltoall;

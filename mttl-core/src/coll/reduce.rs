@@ -162,9 +162,17 @@ where
 /// order, binomial tree), so e.g. string concatenation yields the ranks'
 /// strings in rank order.
 ///
-/// ```ignore
-/// let total = mttl::allreduce(local_count, |a, b| a + b);
-/// let names = mttl::allreduce(format!("{} ", mttl::rank()), |a, b| a + &b);
+/// ```
+/// // A job of one rank; in a larger one, call it from the task that every
+/// // rank runs (see `spmd`).
+/// let code = mttl_core::start(|| {
+///     let local_count = 7u64;
+///     let total = mttl_core::allreduce(local_count, |a, b| a + b);
+///     let names = mttl_core::allreduce(format!("{} ", mttl_core::rank()), |a, b| a + &b);
+///     assert_eq!(total, 7 * mttl_core::size() as u64);
+///     assert!(names.starts_with("0 "));
+/// });
+/// assert_eq!(code, 0);
 /// ```
 ///
 /// # Panics

@@ -130,6 +130,12 @@ impl<T: Pod> GlobalArray<T> {
     /// Borrows the elements for reading. While a member function invoked
     /// from another rank runs on the array, waits for it to return.
     ///
+    /// While the guard lives, remote writes, atomics and member calls to
+    /// the array are deferred: applied, in order, when it is dropped, and
+    /// the writers' fences wait until then. Keep guards short, and never
+    /// hold one across [`fence`](crate::fence) or
+    /// [`barrier`](crate::barrier), which wait for those writes.
+    ///
     /// # Panics
     ///
     /// Panics if a [`GlobalRefMut`] of the array is live (see
@@ -147,6 +153,9 @@ impl<T: Pod> GlobalArray<T> {
 
     /// Borrows the elements for writing. While a member function invoked
     /// from another rank runs on the array, waits for it to return.
+    ///
+    /// While the guard lives, every remote access to the array (reads
+    /// too) is deferred until it is dropped; see [`borrow`](Self::borrow).
     ///
     /// # Panics
     ///
@@ -238,6 +247,10 @@ impl<T: Pod> GlobalObject<T> {
     /// Borrows the object for reading. While a member function invoked
     /// from another rank runs on it, waits for it to return.
     ///
+    /// While the guard lives, remote writes, atomics and member calls to
+    /// the object are deferred until it is dropped (see
+    /// [`GlobalArray::borrow`]).
+    ///
     /// # Panics
     ///
     /// Panics if a [`GlobalRefMut`] of the object is live (see
@@ -256,6 +269,9 @@ impl<T: Pod> GlobalObject<T> {
 
     /// Borrows the object for writing. While a member function invoked
     /// from another rank runs on it, waits for it to return.
+    ///
+    /// While the guard lives, every remote access to the object (reads
+    /// too) is deferred until it is dropped (see [`GlobalArray::borrow`]).
     ///
     /// # Panics
     ///

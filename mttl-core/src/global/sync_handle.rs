@@ -16,8 +16,9 @@ use crate::wire;
 impl<T: Decode<()> + 'static> SyncCell<T> {
     /// Makes this cell writable from every node and returns its global
     /// handle (the same handle every time). The cell stays reachable while
-    /// any local handle to it lives; a write that arrives after that fails
-    /// at the writer's end.
+    /// any local handle to it lives; a write that arrives after that is
+    /// lost, and the cell's rank says so on stderr (`a write from rank R
+    /// was lost: cell C does not exist ...`).
     pub fn global(&self) -> GlobalSync<T> {
         GlobalSync {
             node: context::rank() as u32,

@@ -10,7 +10,10 @@
 //!    and calls the cell's [`Deliver`] function: it decodes the value into
 //!    the cell and wakes a waiting reader.
 //! 3. A cell dropped meanwhile is missing from the table: the write is lost
-//!    and the owner says so on stderr.
+//!    and the owner says so on stderr. The exception is the reply to a
+//!    call whose [`Pending`](crate::Pending) was dropped unwaited: its slot
+//!    was kept for that reply, which frees it silently (a failed call's
+//!    error is still reported, as nobody else will see it).
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -105,10 +108,16 @@ impl CellTable {
         };
         let Some(cell) = weak.upgrade() else {
             // The one reply a dropped call's cell was kept for (see
-            // `Pending`'s `Drop`): the id is done with from now on.
+            // `Pending`'s `Drop`): the id is done with from now on. Dropping
+            // a `Pending` means "I don't want the result", so a result is
+            // dropped silently; a failure is reported (step 3).
             self.remove(id);
+            if status == wire::STATUS_OK {
+                return Ok(());
+            }
             return Err(format!(
-                "cell {id} no longer exists (the call it answers was dropped unwaited)"
+                "the call it answers was dropped unwaited, and failed: {}",
+                String::from_utf8_lossy(body)
             ));
         };
         deliver(&*cell, status, body)
