@@ -36,6 +36,11 @@ use crate::wire::{self, Fields, HeaderBuf};
 /// The reply cell value of a call that wants no reply.
 pub(crate) const NO_REPLY: u32 = u32::MAX;
 
+/// `INVOKE` flag: no caller catches the function's panic (an `spmd` task),
+/// so the callee ends the job at once, as for any uncaught panic, instead
+/// of replying with it.
+pub(crate) const FATAL: u8 = 1;
+
 /// A remote call failed: the function panicked, or could not be run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteError {
@@ -278,7 +283,19 @@ pub(crate) fn panic_message(name: &str, p: &thread::ThreadPanic) -> String {
 /// # Panics
 ///
 /// Panics if `f` is not `#[mttl::remote]`, or the call cannot be sent.
+#[track_caller]
 pub fn ainvoke<F, A>(node: Rank, f: F, args: A) -> Pending<F::Output>
+where
+    F: Remote<A>,
+    A: Encode + 'static,
+    F::Output: Encode + Decode<()>,
+{
+    start_call(node, f, args, 0)
+}
+
+/// `ainvoke` with the `INVOKE` flags `flags`.
+#[track_caller]
+fn start_call<F, A>(node: Rank, f: F, args: A, flags: u8) -> Pending<F::Output>
 where
     F: Remote<A>,
     A: Encode + 'static,
@@ -301,7 +318,11 @@ where
         let target = cell.clone();
         let name = entry.name;
         thread::spawn(name, move || {
-            let result = thread::catch_panic(|| f.call_local(args));
+            let result = if flags & FATAL != 0 {
+                Ok(f.call_local(args))
+            } else {
+                thread::catch_panic(|| f.call_local(args))
+            };
             target.write(local_reply(result, name));
         });
         return Pending {
@@ -318,7 +339,11 @@ where
     }
     let slot = sync::insert_cell(cell.weak_any(), deliver_reply);
     context::with(|cx| {
-        let header = HeaderBuf::with_capacity(12).u64(entry.id).u32(slot).bytes;
+        let header = HeaderBuf::with_capacity(13)
+            .u64(entry.id)
+            .u32(slot)
+            .u8(flags)
+            .bytes;
         if let Err(e) = cx.post_owned(node, wire::INVOKE, &header, body) {
             cx.fail(
                 &format!(
@@ -381,6 +406,10 @@ where
 /// Runs `f(args)` on every node (rank order) and waits for all: the SPMD
 /// pattern of the paper's NPB ports, where node 0's main invokes each task
 /// everywhere. Returns the results by rank.
+///
+/// A task that panics ends the job at once, on its own rank, as `MPI_Abort`
+/// would: the other tasks may be waiting for it in a collective and could
+/// never finish, so nothing waits for them.
 #[track_caller]
 pub fn spmd<F, A>(f: F, args: A) -> Vec<F::Output>
 where
@@ -389,7 +418,7 @@ where
     F::Output: Encode + Decode<()>,
 {
     let calls: Vec<_> = (0..context::size())
-        .map(|r| ainvoke(r, f, args.clone()))
+        .map(|r| start_call(r, f, args.clone(), FATAL))
         .collect();
     calls.into_iter().map(Pending::wait).collect()
 }
@@ -406,18 +435,18 @@ impl Service for Invoke {
 
     fn handle(_cx: &mut Context, src: Rank, _kind: Tag, header: &[u8], body: Cow<'_, [u8]>) {
         let mut f = Fields(header);
-        let (id, cell) = (f.u64(), f.u32());
-        serve(src, id, cell, body.into_owned());
+        let (id, cell, flags) = (f.u64(), f.u32(), f.u8());
+        serve(src, id, cell, flags, body.into_owned());
     }
 }
 
 /// Step 4 on the callee's node: run function `id` for `src` in a new
 /// thread and reply into `cell`.
-fn serve(src: Rank, id: u64, cell: u32, args: Vec<u8>) {
+fn serve(src: Rank, id: u64, cell: u32, flags: u8, args: Vec<u8>) {
     let entry = Registry::get().by_id(id);
     let name = entry.map_or("an unknown remote function", |e| e.name);
     thread::spawn(name, move || {
-        let (status, body) = run_registered(entry, id, &args);
+        let (status, body) = run_registered(entry, id, &args, flags);
         if cell != NO_REPLY {
             sync::write_cell(src, cell, status, &body);
         } else if status != wire::STATUS_OK {
@@ -430,7 +459,12 @@ fn serve(src: Rank, id: u64, cell: u32, args: Vec<u8>) {
     });
 }
 
-fn run_registered(entry: Option<&'static RemoteFn>, id: u64, args: &[u8]) -> (u8, Vec<u8>) {
+fn run_registered(
+    entry: Option<&'static RemoteFn>,
+    id: u64,
+    args: &[u8],
+    flags: u8,
+) -> (u8, Vec<u8>) {
     let me = context::rank();
     let Some(entry) = entry else {
         return (
@@ -449,7 +483,13 @@ fn run_registered(entry: Option<&'static RemoteFn>, id: u64, args: &[u8]) -> (u8
             .into_bytes(),
         );
     };
-    match thread::catch_panic(|| call(args)) {
+    let result = if flags & FATAL != 0 {
+        // A panic unwinds to the thread's root and ends the job from there.
+        Ok(call(args))
+    } else {
+        thread::catch_panic(|| call(args))
+    };
+    match result {
         Ok(Ok(bytes)) => (wire::STATUS_OK, bytes),
         Ok(Err(e)) => (
             wire::STATUS_ERROR,

@@ -4,17 +4,19 @@
 //! # Failure protocol
 //!
 //! 1. The failing rank prints one line naming itself and the cause
-//!    ([`Context::fail`], [`Context::comm_failed`]); when the cause is a
-//!    rank that is gone, it also prints what each of its blocked threads
-//!    gave up waiting for.
+//!    ([`Context::fail`], [`Context::fail_panic`], [`Context::comm_failed`]);
+//!    when the cause is a rank that is gone, it first prints what its
+//!    blocked threads gave up waiting for. The cause is its last line (a
+//!    panic's backtrace, when asked for, comes before it).
 //! 2. It sends `ABORT(code, why)` to every other rank, on its own, never in
 //!    a batch (a rank waiting for the body of a large message takes it for
 //!    what it is).
 //! 3. It lingers [`ABORT_LINGER`], then exits with the code: a launcher
 //!    kills every rank once one exits non-zero, and each rank should get to
 //!    say why it stops.
-//! 4. A rank receiving `ABORT` ([`Context::aborted`]) prints whose failure
-//!    stopped it and what its blocked threads gave up waiting for, waits as
+//! 4. A rank receiving `ABORT` ([`Context::aborted`]) prints what its
+//!    blocked threads gave up waiting for and, last, whose failure stopped
+//!    it (the cause as the failing rank named it), waits as
 //!    long as the failing rank lingers, so that one exits first, and exits
 //!    with the same code.
 
@@ -23,8 +25,12 @@ use std::time::Duration;
 use mttl_comm::{Comm, CommError, Rank};
 
 use super::{Context, FAILURE_CODE};
-use crate::thread;
+use crate::thread::{self, ThreadPanic};
 use crate::wire::{self, HeaderBuf};
+
+/// The exit code of a job stopped by a panic, as Rust's for a panicking
+/// process.
+pub(crate) const PANIC_CODE: i32 = 101;
 
 /// How long a failing rank waits after sending its aborts before exiting.
 const ABORT_LINGER: Duration = Duration::from_millis(300);
@@ -32,8 +38,26 @@ const ABORT_LINGER: Duration = Duration::from_millis(300);
 impl Context {
     /// Stops the job because of `why` (steps 1 to 3). Never returns.
     pub(crate) fn fail(&mut self, why: &str, code: i32) -> ! {
-        report_line(&format!("mttl: rank {}: {why}", self.rank));
-        self.abort_others(why, code)
+        let cause = format!("rank {}: {why}", self.rank);
+        report_line(&format!("mttl: {cause}"));
+        self.abort_others(&cause, code)
+    }
+
+    /// Stops the job because a thread of this rank panicked and nothing
+    /// caught it (steps 1 to 3): its backtrace if one was taken, then the
+    /// line naming rank, thread, place and message, last.
+    pub(crate) fn fail_panic(&mut self, p: &ThreadPanic) -> ! {
+        let cause = format!("rank {}, {p}", self.rank);
+        if let Some(backtrace) = &p.backtrace {
+            report_line(&format!(
+                "mttl: rank {}, thread '{}': stack backtrace:\n{}",
+                self.rank,
+                p.name,
+                backtrace.trim_end()
+            ));
+        }
+        report_line(&format!("mttl: {cause}"));
+        self.abort_others(&cause, PANIC_CODE)
     }
 
     /// Stops the job because a comm primitive failed. When a peer is gone,
@@ -41,19 +65,19 @@ impl Context {
     /// come.
     pub(crate) fn comm_failed(&mut self, e: &CommError) -> ! {
         // The error names this rank already; say it once.
-        let why = format!("{}: {}", e.op, e.kind);
-        report_line(&format!("mttl: rank {}: {why}", self.rank));
+        let cause = format!("rank {}: {}: {}", self.rank, e.op, e.kind);
         if e.lost_peer().is_some() {
             report_waits(self.rank, "gave up waiting for");
         }
-        self.abort_others(&why, FAILURE_CODE)
+        report_line(&format!("mttl: {cause}"));
+        self.abort_others(&cause, FAILURE_CODE)
     }
 
-    /// Steps 2 and 3: sends `ABORT` to every other rank, lingers and exits
-    /// with `code`.
-    fn abort_others(&mut self, why: &str, code: i32) -> ! {
+    /// Steps 2 and 3: sends `ABORT` with `cause` (a sentence naming this
+    /// rank) to every other rank, lingers and exits with `code`.
+    fn abort_others(&mut self, cause: &str, code: i32) -> ! {
         let mut message = HeaderBuf::with_capacity(4).i32(code).bytes;
-        message.extend_from_slice(format!("rank {}: {why}", self.rank).as_bytes());
+        message.extend_from_slice(cause.as_bytes());
         let me = self.rank;
         for r in (0..self.size).filter(|&r| r != me) {
             let _ = self.flush(r);
@@ -75,13 +99,14 @@ impl Context {
     }
 
     /// Step 4: another rank failed and sent `ABORT` with `code` and `why`.
+    /// Its waits come first, so that its last line names the cause.
     pub(crate) fn aborted(&self, code: i32, why: &[u8]) -> ! {
+        report_waits(self.rank, "gave up waiting for");
         report_line(&format!(
             "mttl: rank {}: stopping because {}",
             self.rank,
             String::from_utf8_lossy(why)
         ));
-        report_waits(self.rank, "gave up waiting for");
         let_the_failing_rank_exit_first();
         std::process::exit(if code == 0 { FAILURE_CODE } else { code });
     }
