@@ -71,8 +71,9 @@ pub use coll::{
 };
 pub use context::{backend_name, flush, rank, size, stats};
 pub use global::{
-    fence, try_fence, AtomicInt, BorrowError, GlobalArray, GlobalError, GlobalErrorKind,
-    GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut, GlobalSync, MAX_OWNED_BYTES, MAX_OWNED_SENDS,
+    fence, invoke_nowait, try_fence, AtomicInt, BorrowError, GlobalArray, GlobalError,
+    GlobalErrorKind, GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut, GlobalSync, MAX_OWNED_BYTES,
+    MAX_OWNED_SENDS,
 };
 pub use invoke::{ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError, RemoteMethod};
 pub use registry::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};

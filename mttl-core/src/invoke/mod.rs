@@ -27,11 +27,15 @@ use std::marker::PhantomData;
 use mttl_comm::{Rank, Tag};
 
 use crate::codec::{self, Decode, Encode};
-use crate::context::{self, report_line, Context, Service};
+use crate::context::{self, Context, Service};
 use crate::registry::{Callable, Registry, RemoteFn};
 use crate::sync::{self, SyncCell};
 use crate::thread::{self, BlockReason};
 use crate::wire::{self, Fields, HeaderBuf};
+
+mod nowait;
+
+pub(crate) use nowait::{park_fence, wait_local};
 
 /// The reply cell value of a call that wants no reply.
 pub(crate) const NO_REPLY: u32 = u32::MAX;
@@ -363,6 +367,55 @@ where
     }
 }
 
+/// Starts `f(args)` on `node` with no reply: `invoke_nowait`'s send (the
+/// caller counts it for its fence; see `nowait`). To this node, `f` runs
+/// in a new local thread, counted here.
+///
+/// # Panics
+///
+/// Panics if `f` is not `#[mttl::remote]`, or its arguments cannot be
+/// encoded.
+#[track_caller]
+pub(crate) fn start_nowait<F, A>(node: Rank, f: F, args: A)
+where
+    F: Remote<A>,
+    A: Encode + 'static,
+{
+    let entry = entry_of::<F>();
+    let me = context::rank();
+    if node == me {
+        let name = entry.name;
+        nowait::started(me);
+        thread::spawn(name, move || {
+            let failure = thread::catch_panic(|| drop(f.call_local(args)))
+                .err()
+                .map(|p| panic_message(name, &p));
+            nowait::finished(me, failure);
+        });
+        return;
+    }
+    let mut body = Vec::new();
+    if let Err(e) = codec::encode_into(&args, &mut body) {
+        panic!("invoke_nowait of {}: {e}", entry.name);
+    }
+    context::with(|cx| {
+        let header = HeaderBuf::with_capacity(13)
+            .u64(entry.id)
+            .u32(NO_REPLY)
+            .u8(0)
+            .bytes;
+        if let Err(e) = cx.post_owned(node, wire::INVOKE, &header, body) {
+            cx.fail(
+                &format!(
+                    "invoke_nowait of {} on rank {node}: {}: {}",
+                    entry.name, e.op, e.kind
+                ),
+                1,
+            );
+        }
+    });
+}
+
 /// Calls `f(args)` on `node` and returns its result; blocks only the
 /// calling thread. A remote panic comes back as the error.
 #[track_caller]
@@ -428,6 +481,15 @@ where
 pub(crate) struct Invoke;
 
 impl Service for Invoke {
+    fn start(_cx: &Context) -> Result<(), String> {
+        nowait::reset();
+        Ok(())
+    }
+
+    fn stop() {
+        nowait::reset();
+    }
+
     #[inline]
     fn owns(kind: Tag) -> bool {
         kind == wire::INVOKE
@@ -445,16 +507,17 @@ impl Service for Invoke {
 fn serve(src: Rank, id: u64, cell: u32, flags: u8, args: Vec<u8>) {
     let entry = Registry::get().by_id(id);
     let name = entry.map_or("an unknown remote function", |e| e.name);
+    if cell == NO_REPLY {
+        nowait::started(src);
+    }
     thread::spawn(name, move || {
         let (status, body) = run_registered(entry, id, &args, flags);
         if cell != NO_REPLY {
             sync::write_cell(src, cell, status, &body);
-        } else if status != wire::STATUS_OK {
-            report_line(&format!(
-                "mttl: rank {}: a call from rank {src} failed: {}",
-                context::rank(),
-                String::from_utf8_lossy(&body)
-            ));
+        } else {
+            let failure =
+                (status != wire::STATUS_OK).then(|| String::from_utf8_lossy(&body).into_owned());
+            nowait::finished(src, failure);
         }
     });
 }
