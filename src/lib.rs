@@ -69,8 +69,9 @@ pub use mttl_core::{Decode, Encode, Pod, Zeroable};
 pub mod thread {
     pub use mttl_core::thread::{
         blocked_threads, catch_panic, current, current_name, in_thread, live_threads,
-        ready_threads, spawn, stack_size, stack_stats, try_spawn, yield_now, BlockReason,
-        BlockedThread, PanicLocation, SpawnError, StackStats, ThreadId, ThreadPanic,
+        ready_threads, scope, spawn, stack_size, stack_stats, try_spawn, yield_now, BlockReason,
+        BlockedThread, JoinHandle, PanicLocation, Scope, ScopedJoinHandle, SpawnError, StackStats,
+        ThreadId, ThreadPanic,
     };
 }
 

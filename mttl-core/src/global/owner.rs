@@ -413,7 +413,7 @@ fn apply<'a>(cx: &mut MemoryCx<'_>, src: Rank, held: Held<'a>) -> Result<(), Hel
             // see the member function's effects.
             let args = held.body.into_owned();
             let name = entry.name;
-            thread::spawn(name, move || {
+            thread::spawn_detached(name, move || {
                 hold.enter();
                 let outcome = thread::catch_panic(|| call(hold.bytes_mut(off, len), &args));
                 drop(hold);

@@ -321,7 +321,7 @@ where
     if node == me {
         let target = cell.clone();
         let name = entry.name;
-        thread::spawn(name, move || {
+        thread::spawn_detached(name, move || {
             let result = if flags & FATAL != 0 {
                 Ok(f.call_local(args))
             } else {
@@ -386,7 +386,7 @@ where
     if node == me {
         let name = entry.name;
         nowait::started(me);
-        thread::spawn(name, move || {
+        thread::spawn_detached(name, move || {
             let failure = thread::catch_panic(|| drop(f.call_local(args)))
                 .err()
                 .map(|p| panic_message(name, &p));
@@ -510,7 +510,7 @@ fn serve(src: Rank, id: u64, cell: u32, flags: u8, args: Vec<u8>) {
     if cell == NO_REPLY {
         nowait::started(src);
     }
-    thread::spawn(name, move || {
+    thread::spawn_detached(name, move || {
         let (status, body) = run_registered(entry, id, &args, flags);
         if cell != NO_REPLY {
             sync::write_cell(src, cell, status, &body);

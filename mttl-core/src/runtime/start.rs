@@ -86,7 +86,7 @@ pub(super) fn run_rank<R: MainResult>(
     hello::check_registries();
     context::with(Context::flush_all_or_fail);
     if let (0, Some(main)) = (rank, main) {
-        thread::spawn("main", move || {
+        thread::spawn_detached("main", move || {
             let code = main().exit_code();
             exit::begin(code);
         });
