@@ -33,7 +33,7 @@ mod receive;
 mod send;
 mod service;
 
-pub(crate) use self::fail::{let_the_failing_rank_exit_first, report_line, report_waits};
+pub(crate) use self::fail::{let_the_failing_rank_exit_first, report_line, report_waits, Waiting};
 pub(crate) use self::service::Service;
 
 /// How long the body of a large message may lag its header.

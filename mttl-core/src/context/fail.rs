@@ -67,7 +67,7 @@ impl Context {
         // The error names this rank already; say it once.
         let cause = format!("rank {}: {}: {}", self.rank, e.op, e.kind);
         if e.lost_peer().is_some() {
-            report_waits(self.rank, "gave up waiting for");
+            report_waits(self.rank, Waiting::GaveUp);
         }
         report_line(&format!("mttl: {cause}"));
         self.abort_others(&cause, FAILURE_CODE)
@@ -101,7 +101,7 @@ impl Context {
     /// Step 4: another rank failed and sent `ABORT` with `code` and `why`.
     /// Its waits come first, so that its last line names the cause.
     pub(crate) fn aborted(&self, code: i32, why: &[u8]) -> ! {
-        report_waits(self.rank, "gave up waiting for");
+        report_waits(self.rank, Waiting::GaveUp);
         report_line(&format!(
             "mttl: rank {}: stopping because {}",
             self.rank,
@@ -131,16 +131,127 @@ pub(crate) fn report_line(line: &str) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
-/// Prints one line per blocked thread of this rank, `verb` saying what it
-/// does about its reason ("waits for", "gave up waiting for"). Returns how
-/// many there were.
-pub(crate) fn report_waits(rank: Rank, verb: &str) -> usize {
+/// What a rank's blocked threads do about their reasons, in a report.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Waiting {
+    /// "waits for" (the deadlock watchdog).
+    Waits,
+    /// "gave up waiting for" (a failure stops the job).
+    GaveUp,
+}
+
+impl Waiting {
+    fn verb(self, threads: usize) -> &'static str {
+        match (self, threads) {
+            (Waiting::Waits, 1) => "waits for",
+            (Waiting::Waits, _) => "wait for",
+            (Waiting::GaveUp, _) => "gave up waiting for",
+        }
+    }
+}
+
+/// Prints what the blocked threads of this rank wait for, one line per
+/// distinct reason (what, detail and place): a lone thread is named, a
+/// group is counted with its names ("48 threads ('worker') wait for
+/// SyncCell read at src/main.rs:48:7"). Returns how many threads there
+/// were.
+pub(crate) fn report_waits(rank: Rank, waiting: Waiting) -> usize {
     let blocked = thread::blocked_threads();
-    for b in &blocked {
-        report_line(&format!(
-            "mttl: rank {rank}: thread '{}' {verb} {}",
-            b.name, b.reason
-        ));
+    let waits = blocked.iter().map(|b| (b.name, b.reason));
+    for line in wait_lines(rank, waits, waiting) {
+        report_line(&line);
     }
     blocked.len()
+}
+
+/// The lines of [`report_waits`], in the order each reason first appears.
+fn wait_lines(
+    rank: Rank,
+    waits: impl IntoIterator<Item = (&'static str, thread::BlockReason)>,
+    waiting: Waiting,
+) -> Vec<String> {
+    /// Threads blocked for one reason: how many, and their names.
+    struct Group {
+        reason: thread::BlockReason,
+        count: usize,
+        names: Vec<&'static str>,
+    }
+    let mut groups: Vec<Group> = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    for (name, r) in waits {
+        let at = r.location();
+        let key = (r.what(), r.detail(), at.file(), at.line(), at.column());
+        let g = *index.entry(key).or_insert_with(|| {
+            groups.push(Group {
+                reason: r,
+                count: 0,
+                names: Vec::new(),
+            });
+            groups.len() - 1
+        });
+        let group = &mut groups[g];
+        group.count += 1;
+        if !group.names.contains(&name) {
+            group.names.push(name);
+        }
+    }
+    groups
+        .iter()
+        .map(|g| {
+            let verb = waiting.verb(g.count);
+            if g.count == 1 {
+                return format!(
+                    "mttl: rank {rank}: thread '{}' {verb} {}",
+                    g.names[0], g.reason
+                );
+            }
+            let names: Vec<String> = g.names.iter().map(|n| format!("'{n}'")).collect();
+            format!(
+                "mttl: rank {rank}: {} threads ({}) {verb} {}",
+                g.count,
+                names.join(", "),
+                g.reason
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::thread::BlockReason;
+
+    #[test]
+    fn identical_waits_are_folded_into_one_line() {
+        let read = BlockReason::new("SyncCell read");
+        let reply = BlockReason::new("reply to invoke").with_rank(1);
+        let mut threads: Vec<_> = (0..48).map(|_| ("worker", read)).collect();
+        threads.insert(3, ("main", reply));
+        threads.push(("helper", read));
+        let lines = wait_lines(2, threads.clone(), Waiting::Waits);
+        assert_eq!(
+            lines,
+            [
+                format!("mttl: rank 2: 49 threads ('worker', 'helper') wait for {read}"),
+                format!("mttl: rank 2: thread 'main' waits for {reply}"),
+            ]
+        );
+        assert!(lines[0].contains(&format!("SyncCell read at {}:", file!())));
+        let gave_up = wait_lines(0, threads[..2].to_vec(), Waiting::GaveUp);
+        assert_eq!(
+            gave_up,
+            [format!(
+                "mttl: rank 0: 2 threads ('worker') gave up waiting for {read}"
+            )]
+        );
+    }
+
+    #[test]
+    fn the_same_wait_on_different_ranks_or_lines_is_not_folded() {
+        let on_1 = BlockReason::new("reply to invoke").with_rank(1);
+        let on_2 = BlockReason::new("reply to invoke").with_rank(2);
+        let elsewhere = BlockReason::new("reply to invoke").with_rank(1);
+        let threads = [("a", on_1), ("b", on_2), ("c", elsewhere)];
+        assert_eq!(wait_lines(0, threads, Waiting::Waits).len(), 3);
+    }
 }
