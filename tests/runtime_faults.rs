@@ -1,7 +1,8 @@
 //! Faults injected into running jobs, on every backend: a rank killed with
 //! SIGKILL stops the job at once, naming it, and leaves no process behind;
 //! a deadlock is found by the watchdog, which names what every thread waits
-//! for (identical waits in one line); a long computation or a busy wait is not mistaken for a deadlock.
+//! for (identical waits in one line); a long computation or a busy wait is
+//! not mistaken for a deadlock.
 //!
 //! Each test is a job of its own; see `runtime_support` for how it runs.
 
