@@ -406,6 +406,7 @@ pub fn fence() {
 /// [`invoke_nowait`] call (op `"invoke_nowait"`, the message naming the
 /// function) instead of panicking. Every pending write and call is still
 /// waited for.
+#[track_caller]
 pub fn try_fence() -> Result<(), GlobalError> {
     let requests = with_cx(|cx| {
         if cx.global.all_confirmed() {

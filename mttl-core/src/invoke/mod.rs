@@ -123,14 +123,22 @@ impl_remote!(A1, A2, A3, A4, A5, A6, A7, A8);
 /// # Panics
 ///
 /// Panics if `F` is not marked `#[mttl::remote]`.
+#[track_caller]
 pub(crate) fn entry_of<F: 'static>() -> &'static RemoteFn {
     match Registry::get().by_type(TypeId::of::<F>()) {
         Some(e) => e,
-        None => panic!(
-            "{} is not a remote function: mark it #[mttl::remote] to call it on another node",
-            std::any::type_name::<F>()
-        ),
+        None => not_remote(std::any::type_name::<F>()),
     }
+}
+
+#[cold]
+#[track_caller]
+fn not_remote(name: &str) -> ! {
+    let short = name.rsplit("::").next().unwrap_or(name);
+    panic!(
+        "{name} is not a remote function: add #[mttl::remote] to fn {short} to call it \
+         through invoke, ainvoke, invoke_nowait, spmd or a GlobalPtr"
+    )
 }
 
 /// What a reply cell receives.
@@ -470,10 +478,17 @@ where
     A: Encode + Clone + 'static,
     F::Output: Encode + Decode<()>,
 {
-    let calls: Vec<_> = (0..context::size())
-        .map(|r| start_call(r, f, args.clone(), FATAL))
-        .collect();
-    calls.into_iter().map(Pending::wait).collect()
+    // Loops, not iterator adapters: a closure would place the wait (in a
+    // deadlock report) and the calls' errors inside the standard library.
+    let mut calls = Vec::with_capacity(context::size());
+    for r in 0..context::size() {
+        calls.push(start_call(r, f, args.clone(), FATAL));
+    }
+    let mut results = Vec::with_capacity(calls.len());
+    for call in calls {
+        results.push(call.wait());
+    }
+    results
 }
 
 /// The service of remote calls: owns `INVOKE` (step 4).
