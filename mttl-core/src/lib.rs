@@ -10,7 +10,7 @@
 //!             coll      barrier, reduce, allreduce, broadcast, gather, alltoall
 //!             global    GlobalPtr, global memory, read/write/nwrite, fence,
 //!                       GlobalSync
-//!             invoke    invoke, ainvoke, spmd
+//!             invoke    invoke, ainvoke, spmd (invoke_nowait's callee side)
 //!             sync      SyncCell, and the cell table other ranks write into
 //!  ──────────────────────────────────────────────────────────────────────────
 //!  context    context   comm backend, rank and size, sending and the outbox,
@@ -28,7 +28,8 @@
 //! - `registry`: remote functions registered by `#[mttl::remote]`;
 //! - `sync`: [`SyncCell`], MTTL's `Sync`;
 //! - `global`: [`GlobalPtr`] into registered global memory ([`GlobalArray`],
-//!   [`GlobalObject`]), remote read/write/`nwrite`, atomics, [`fence`], and
+//!   [`GlobalObject`]), remote read/write/`nwrite`, atomics, [`fence`],
+//!   [`invoke_nowait`] (completed by the fence, like `nwrite`), and
 //!   [`GlobalSync`], a `SyncCell` writable from other nodes;
 //! - `coll`: barrier, reduce, allreduce, broadcast, gather;
 //! - `watchdog`: the deadlock watchdog (`MTTL_WATCHDOG`);
