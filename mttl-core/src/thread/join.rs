@@ -20,9 +20,9 @@
 //! A scoped thread may borrow from the stack of the thread that called
 //! [`scope`] (the owner), so it must end before that stack frame does:
 //!
-//! - `scope` counts its threads; a guard in each thread's wrapper counts
-//!   it out when it ends, however it ends (returns, panics, or is unwound
-//!   at shut-down);
+//! - `scope` counts its threads; a guard owned by each thread's closure
+//!   counts it out when it ends, however it ends (returns, panics, or is
+//!   unwound at shut-down, started or not);
 //! - `scope` waits until the count is zero before it returns, also when
 //!   the closure it runs panicked (the panic is caught, waited past, and
 //!   then resumed);
@@ -147,7 +147,6 @@ fn run<F, T>(f: F, packet: Rc<Packet<T>>)
 where
     F: FnOnce() -> T,
 {
-    let _ended = Ended(packet.scope.clone());
     let outcome = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(value) => Ok(value),
         // A forced unwind (shut-down) is not the program's panic.
@@ -193,7 +192,13 @@ where
         scope,
     });
     let theirs = packet.clone();
-    let body: Box<dyn FnOnce() + 'a> = Box::new(move || run(f, theirs));
+    // Owned by the closure, so that it counts the thread out even if the
+    // closure is dropped unstarted (a shut-down unwinding it).
+    let ended = Ended(packet.scope.clone());
+    let body: Box<dyn FnOnce() + 'a> = Box::new(move || {
+        let _ended = ended;
+        run(f, theirs);
+    });
     // SAFETY: only the lifetime changes; the caller guarantees that what
     // the closure borrows outlives the thread that runs it.
     let body: Box<dyn FnOnce() + 'static> = unsafe { std::mem::transmute(body) };

@@ -676,6 +676,23 @@ fn unwind_all_unwinds_scoped_threads_before_their_owner() {
 }
 
 #[test]
+fn unwind_all_counts_out_a_scoped_thread_that_never_started() {
+    spawn("owner", || {
+        let borrowed = Cell::new(0_u32);
+        scope(|s| {
+            s.spawn("never started", || borrowed.set(1));
+        });
+        unreachable!("the owner is unwound in its scope");
+    });
+    // The owner runs, spawns, and blocks waiting for its scoped thread,
+    // which is still only ready when the shut-down comes.
+    assert_eq!(run_ready(1), 1);
+    assert_eq!((blocked_threads().len(), ready_threads()), (1, 1));
+    assert_eq!(unwind_all(), 2);
+    assert_eq!(live_threads(), 0);
+}
+
+#[test]
 #[should_panic(expected = "outside an mttl thread")]
 fn scope_outside_a_thread_panics() {
     scope(|_| {});
