@@ -115,7 +115,8 @@ pub enum GlobalErrorKind {
     /// function, wrong object type, undecodable arguments or result).
     #[error("{0}")]
     Method(String),
-    /// The member function panicked; the message names it and says where.
+    /// The member function, or the `invoke_nowait` call, panicked; the
+    /// message names it and says where.
     #[error("{0}")]
     Panicked(String),
     /// The reply made no sense (a runtime bug or mismatched programs).

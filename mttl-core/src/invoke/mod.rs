@@ -1,6 +1,7 @@
-//! `invoke` and `ainvoke`: calling a function on another node. As a
-//! service ([`Invoke`]) it owns the `INVOKE` message; it keeps no state of
-//! its own (the reply cells are in `sync`'s cell table).
+//! `invoke`, `ainvoke` and `spmd`: calling a function on another node. As
+//! a service ([`Invoke`]) it owns the `INVOKE` message; its only state is
+//! the count of `invoke_nowait` calls running here (`nowait`; the reply
+//! cells are in `sync`'s cell table).
 //!
 //! A function marked `#[mttl::remote]` is registered under a stable id
 //! ([`crate::registry`]). `invoke(node, f, args)`:
@@ -8,8 +9,8 @@
 //! 1. finds `f`'s id from its type (the function item's `TypeId`);
 //! 2. if `node` is this node, calls `f` right here (no network, no thread);
 //! 3. otherwise creates a reply cell (a `SyncCell` writable from other
-//!    nodes), sends `INVOKE(id, cell)` with the encoded arguments, and reads
-//!    the cell, which blocks only the calling mttl thread;
+//!    nodes), sends `INVOKE(id, cell, flags)` with the encoded arguments,
+//!    and reads the cell, which blocks only the calling mttl thread;
 //! 4. the handler on `node` spawns a thread that decodes the arguments,
 //!    runs `f` (catching a panic), and writes the encoded result, or the
 //!    panic's message, into the caller's reply cell with a `CELL_WRITE`;
@@ -18,6 +19,15 @@
 //! `ainvoke` stops after step 3's send and returns a [`Pending`] handle to
 //! read the cell later. A panic in the remote function comes back as a
 //! [`RemoteError`]: `try_invoke` returns it, `invoke` panics with it.
+//!
+//! Two variants of step 4:
+//!
+//! - `spmd` sets the [`FATAL`] flag: nothing catches its tasks' panics (the
+//!   other tasks may wait for the panicking one in a collective), so the
+//!   callee lets a panic end the thread, and the job, at once;
+//! - `invoke_nowait` (in `global`) sends [`NO_REPLY`] for the cell: the
+//!   callee counts the call until it returns and keeps its failure for the
+//!   caller's next fence (`nowait`).
 
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
