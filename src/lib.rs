@@ -46,7 +46,7 @@ pub use mttl_core::{
     gather, invoke, invoke_nowait, rank, reduce, size, spmd, start, stats, try_fence, try_invoke,
     yield_now, AtomicInt, BorrowError, GlobalArray, GlobalError, GlobalErrorKind, GlobalObject,
     GlobalPtr, GlobalRef, GlobalRefMut, GlobalSync, MainResult, Pending, Remote, RemoteError,
-    RemoteMethod, Stats, SyncCell, MAX_OWNED_BYTES, MAX_OWNED_SENDS,
+    RemoteFunction, RemoteMethod, Stats, SyncCell, MAX_OWNED_BYTES, MAX_OWNED_SENDS,
 };
 pub use mttl_macros::{main, remote};
 

@@ -36,7 +36,7 @@ const WATCHDOG_SECS: u64 = 2;
 
 /// This process's id, to check later that it is gone.
 #[mttl::remote]
-fn pid() -> u32 {
+fn process_id() -> u32 {
     std::process::id()
 }
 
@@ -121,7 +121,7 @@ fn job_pids(out: &JobOutput) -> Vec<u32> {
 fn a_killed_rank_stops_the_job(t: Scenario) {
     let out = t.run(3, || {
         for r in 0..mttl::size() {
-            println!("pid {r} {}", mttl::invoke(r, pid, ()));
+            println!("pid {r} {}", mttl::invoke(r, process_id, ()));
         }
         // Rank 1 waits in a barrier and on a cell; rank 0 on an invoke
         // reply and in the barrier; rank 2 dies.

@@ -1,7 +1,8 @@
 //! Errors and waits name the user's line, not the library's, on every
-//! backend: a call of a function that is not `#[mttl::remote]` (with the
-//! fix), a thread waiting in `spmd` as a deadlock report places it, and a
-//! fence reporting a failed `invoke_nowait`.
+//! backend: a thread waiting in `spmd` as a deadlock report places it, and
+//! a fence reporting a failed `invoke_nowait`. (Invoking a function that is
+//! not `#[mttl::remote]` does not compile: see the `compile_fail` example
+//! of `mttl_core::Remote`.)
 //!
 //! Each test is a job of its own; see `runtime_support` for how it runs.
 
@@ -12,15 +13,9 @@ use std::time::Duration;
 use runtime_support::{on_every_backend, Scenario};
 
 on_every_backend!(
-    a_call_of_an_unmarked_function_names_the_call_and_the_fix,
     a_thread_waiting_in_spmd_is_placed_at_the_call,
     a_failed_fence_names_the_fence,
 );
-
-/// Not `#[mttl::remote]`.
-fn unmarked() -> u32 {
-    7
-}
 
 #[mttl::remote]
 fn slow_but_on_rank_0() {
@@ -32,20 +27,6 @@ fn slow_but_on_rank_0() {
 #[mttl::remote]
 fn refuse() {
     panic!("refused");
-}
-
-fn a_call_of_an_unmarked_function_names_the_call_and_the_fix(t: Scenario) {
-    let line = line!() + 2;
-    let out = t.run(2, move || {
-        mttl::invoke(1, unmarked, ());
-    });
-    out.assert_failure();
-    out.stderr_line(&[
-        "mttl: rank 0, thread 'main' panicked at",
-        &format!("{}:{line}:", file!()),
-        "runtime_locations::unmarked is not a remote function",
-        "add #[mttl::remote] to fn unmarked",
-    ]);
 }
 
 fn a_thread_waiting_in_spmd_is_placed_at_the_call(t: Scenario) {

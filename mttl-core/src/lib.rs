@@ -76,7 +76,9 @@ pub use global::{
     GlobalErrorKind, GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut, GlobalSync, MAX_OWNED_BYTES,
     MAX_OWNED_SENDS,
 };
-pub use invoke::{ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError, RemoteMethod};
+pub use invoke::{
+    ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError, RemoteFunction, RemoteMethod,
+};
 pub use registry::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};
 pub use runtime::{start, MainResult};
 pub use stats::Stats;
@@ -100,7 +102,7 @@ pub mod __private {
         })
     }
 
-    /// The `TypeId` of a function item, from a reference to it.
+    /// The `TypeId` of a remote function's constant, from a reference to it.
     pub fn type_id_of<F: 'static>(_: &F) -> std::any::TypeId {
         std::any::TypeId::of::<F>()
     }

@@ -6,7 +6,8 @@
 //! A function marked `#[mttl::remote]` is registered under a stable id
 //! ([`crate::registry`]). `invoke(node, f, args)`:
 //!
-//! 1. finds `f`'s id from its type (the function item's `TypeId`);
+//! 1. finds `f`'s id from its type (the `TypeId` of the [`RemoteFunction`]
+//!    the attribute made of the function's name);
 //! 2. if `node` is this node, calls `f` right here (no network, no thread);
 //! 3. otherwise creates a reply cell (a `SyncCell` writable from other
 //!    nodes), sends `INVOKE(id, cell, flags)` with the encoded arguments,
@@ -73,9 +74,22 @@ impl fmt::Display for RemoteError {
 impl std::error::Error for RemoteError {}
 
 /// A function that can be invoked on another node with arguments `Args` (a
-/// tuple). Implemented for every function item of up to eight parameters;
-/// only those marked `#[mttl::remote]` are registered, which
-/// [`invoke`] checks.
+/// tuple): a function marked `#[mttl::remote]`, and only those. The
+/// attribute makes the function's name a [`RemoteFunction`], which
+/// implements this trait; a plain function does not, so passing one to
+/// [`invoke`](fn@invoke) is a compile-time error:
+///
+/// ```compile_fail
+/// fn not_marked(x: u32) -> u32 {
+///     x
+/// }
+/// mttl_core::invoke(1, not_marked, (1,)); // `not_marked` is not a remote function
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a remote function",
+    label = "not marked #[mttl::remote]",
+    note = "add #[mttl::remote] to the function to call it on another node (arguments: `{Args}`)"
+)]
 pub trait Remote<Args>: Copy + 'static {
     /// What the function returns.
     type Output;
@@ -85,6 +99,11 @@ pub trait Remote<Args>: Copy + 'static {
 
 /// A function that can be invoked on a global object of type `T` at its
 /// owner: `#[mttl::remote]` functions whose first parameter is `&mut T`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a remote member function of `{T}`",
+    label = "not a #[mttl::remote] function taking `&mut {T}` first",
+    note = "add #[mttl::remote] to the function, whose first parameter is the object"
+)]
 pub trait RemoteMethod<T, Args>: Copy + 'static {
     /// What the function returns.
     type Output;
@@ -92,27 +111,79 @@ pub trait RemoteMethod<T, Args>: Copy + 'static {
     fn call_local(self, object: &mut T, args: Args) -> Self::Output;
 }
 
+/// What `#[mttl::remote]` makes of a function's name: a constant that
+/// calls like the function (`f(x)`, through its pointer `P`) and that,
+/// unlike a plain function, can be invoked on another node ([`Remote`],
+/// [`RemoteMethod`]). `M` is a marker type of that one function, which
+/// keys its registration.
+pub struct RemoteFunction<M, P> {
+    pointer: P,
+    marker: PhantomData<fn() -> M>,
+}
+
+impl<M, P: Copy> Clone for RemoteFunction<M, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M, P: Copy> Copy for RemoteFunction<M, P> {}
+
+impl<M, P> fmt::Debug for RemoteFunction<M, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RemoteFunction({})", std::any::type_name::<M>())
+    }
+}
+
+impl<M, P> std::ops::Deref for RemoteFunction<M, P> {
+    type Target = P;
+
+    /// The function pointer: what makes `f(x)` call the function.
+    fn deref(&self) -> &P {
+        &self.pointer
+    }
+}
+
+impl<M, P> RemoteFunction<M, P> {
+    /// What the macro expands to; not part of the API.
+    #[doc(hidden)]
+    pub const fn __new(pointer: P) -> Self {
+        RemoteFunction {
+            pointer,
+            marker: PhantomData,
+        }
+    }
+}
+
 macro_rules! impl_remote {
     ($($a:ident),*) => {
-        impl<Func, Out, $($a),*> Remote<($($a,)*)> for Func
+        impl<M, Out, $($a),*> Remote<($($a,)*)> for RemoteFunction<M, fn($($a),*) -> Out>
         where
-            Func: Fn($($a),*) -> Out + Copy + 'static,
+            M: 'static,
+            Out: 'static,
+            $($a: 'static,)*
         {
             type Output = Out;
             #[allow(non_snake_case)]
+            #[inline]
             fn call_local(self, ($($a,)*): ($($a,)*)) -> Out {
-                self($($a),*)
+                (self.pointer)($($a),*)
             }
         }
 
-        impl<Func, Obj, Out, $($a),*> RemoteMethod<Obj, ($($a,)*)> for Func
+        impl<M, Obj, Out, $($a),*> RemoteMethod<Obj, ($($a,)*)>
+            for RemoteFunction<M, fn(&mut Obj, $($a),*) -> Out>
         where
-            Func: Fn(&mut Obj, $($a),*) -> Out + Copy + 'static,
+            M: 'static,
+            Obj: 'static,
+            Out: 'static,
+            $($a: 'static,)*
         {
             type Output = Out;
             #[allow(non_snake_case)]
+            #[inline]
             fn call_local(self, object: &mut Obj, ($($a,)*): ($($a,)*)) -> Out {
-                self(object, $($a),*)
+                (self.pointer)(object, $($a),*)
             }
         }
     };
