@@ -115,7 +115,7 @@ fn note_site(info: &PanicHookInfo<'_>) -> bool {
     };
     let backtrace = std::backtrace::Backtrace::capture();
     let backtrace = (backtrace.status() == std::backtrace::BacktraceStatus::Captured)
-        .then(|| backtrace.to_string());
+        .then(|| from_the_panic(&backtrace.to_string()));
     let site = (
         PanicLocation {
             file: location.file().to_owned(),
@@ -132,6 +132,28 @@ fn note_site(info: &PanicHookInfo<'_>) -> bool {
         }
     });
     true
+}
+
+/// A backtrace's text without its first frames, those of the hook and the
+/// panic machinery: it starts at the frame that panicked.
+fn from_the_panic(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let is_frame = |line: &str| {
+        let t = line.trim_start();
+        t.split_once(": ")
+            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let machinery = ["core::panicking::", "std::panicking::", "rust_begin_unwind"];
+    let is_machinery = |line: &str| machinery.iter().any(|m| line.contains(m));
+    // The first run of machinery frames from the top, and the frame after it.
+    let Some(first) = lines.iter().position(|l| is_frame(l) && is_machinery(l)) else {
+        return text.to_owned();
+    };
+    let start = lines[first..]
+        .iter()
+        .position(|l| is_frame(l) && !is_machinery(l))
+        .map_or(lines.len(), |i| first + i);
+    lines[start..].join("\n")
 }
 
 /// Step 3: builds the report for a payload caught at a thread's root.
@@ -172,5 +194,24 @@ pub(super) fn report(
 pub(super) fn discard(payload: Box<dyn Any + Send>) {
     if let Err(nested) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
         std::mem::forget(nested);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::from_the_panic;
+
+    #[test]
+    fn a_backtrace_starts_at_the_frame_that_panicked() {
+        let text = "   0: mttl_core::thread::panic::note_site\n             at panic.rs:1:1\n   \
+                    1: std::panicking::panic_with_hook\n   \
+                    2: core::panicking::panic_fmt\n             at panicking.rs:80:14\n   \
+                    3: app::task\n             at src/main.rs:9:5\n   \
+                    4: mttl_core::thread::sched::thread_root";
+        assert_eq!(
+            from_the_panic(text),
+            "   3: app::task\n             at src/main.rs:9:5\n   4: mttl_core::thread::sched::thread_root"
+        );
+        assert_eq!(from_the_panic("no frames"), "no frames");
     }
 }
