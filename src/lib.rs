@@ -67,10 +67,10 @@ pub use mttl_core::{
     ainvoke, allgather, allreduce, allreduce_max, allreduce_max_slice, allreduce_min,
     allreduce_min_slice, allreduce_slice, allreduce_sum, allreduce_sum_slice, alltoall,
     alltoall_slice, alltoallv, backend_name, barrier, broadcast, broadcast_slice, fence, flush,
-    gather, invoke, rank, reduce, size, spmd, start, stats, try_fence, try_invoke, yield_now,
-    AtomicInt, BorrowError, GlobalArray, GlobalError, GlobalErrorKind, GlobalObject, GlobalPtr,
-    GlobalRef, GlobalRefMut, GlobalSync, MainResult, Pending, Remote, RemoteError, RemoteMethod,
-    Stats, SyncCell, MAX_OWNED_BYTES, MAX_OWNED_SENDS,
+    gather, invoke, invoke_nowait, rank, reduce, size, spmd, start, stats, try_fence, try_invoke,
+    yield_now, AtomicInt, BorrowError, GlobalArray, GlobalError, GlobalErrorKind, GlobalObject,
+    GlobalPtr, GlobalRef, GlobalRefMut, GlobalSync, MainResult, Pending, Remote, RemoteError,
+    RemoteFunction, RemoteMethod, Stats, SyncCell, MAX_OWNED_BYTES, MAX_OWNED_SENDS,
 };
 pub use mttl_macros::{main, remote};
 
@@ -93,8 +93,9 @@ pub use mttl_core::{Decode, Encode, Pod, Zeroable};
 pub mod thread {
     pub use mttl_core::thread::{
         blocked_threads, catch_panic, current, current_name, in_thread, live_threads,
-        ready_threads, spawn, stack_size, stack_stats, try_spawn, yield_now, BlockReason,
-        BlockedThread, PanicLocation, SpawnError, StackStats, ThreadId, ThreadPanic,
+        ready_threads, scope, spawn, stack_size, stack_stats, try_spawn, yield_now, BlockReason,
+        BlockedThread, JoinHandle, PanicLocation, Scope, ScopedJoinHandle, SpawnError, StackStats,
+        ThreadId, ThreadPanic,
     };
 }
 

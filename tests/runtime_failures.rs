@@ -99,7 +99,7 @@ fn invoke_of_a_panicking_function_ends_the_job(t: Scenario) {
     assert!(!out.stdout.contains("invoke returned"), "{}", out.stdout);
     // Rank 0's main died of the remote panic, and says where it started.
     out.stderr_line(&[
-        "mttl: rank 0: thread 'main' panicked",
+        "mttl: rank 0, thread 'main' panicked",
         "on rank 1",
         "boom: invoked",
         &explode_site(),
@@ -116,7 +116,7 @@ fn panic_in_main_ends_the_job(t: Scenario) {
     });
     out.assert_failure();
     out.stderr_line(&[
-        "mttl: rank 0: thread 'main' panicked at",
+        "mttl: rank 0, thread 'main' panicked at",
         file!(),
         "main gives up",
     ]);
@@ -142,7 +142,7 @@ fn panic_in_a_thread_spawned_by_a_remote_function_ends_the_job(t: Scenario) {
     });
     out.assert_failure();
     out.stderr_line(&[
-        "mttl: rank 2: thread 'doomed' panicked at",
+        "mttl: rank 2, thread 'doomed' panicked at",
         file!(),
         "the doomed thread gives up",
     ]);
@@ -173,7 +173,7 @@ fn invoke_of_a_nonexistent_node_ends_the_job(t: Scenario) {
     });
     out.assert_failure();
     out.stderr_line(&[
-        "mttl: rank 0: thread 'main' panicked",
+        "mttl: rank 0, thread 'main' panicked",
         "rank 7 does not exist (the job has 2 ranks)",
     ]);
 }

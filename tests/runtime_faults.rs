@@ -1,7 +1,8 @@
 //! Faults injected into running jobs, on every backend: a rank killed with
 //! SIGKILL stops the job at once, naming it, and leaves no process behind;
 //! a deadlock is found by the watchdog, which names what every thread waits
-//! for; a long computation or a busy wait is not mistaken for a deadlock.
+//! for (identical waits in one line); a long computation or a busy wait is
+//! not mistaken for a deadlock.
 //!
 //! Each test is a job of its own; see `runtime_support` for how it runs.
 
@@ -35,7 +36,7 @@ const WATCHDOG_SECS: u64 = 2;
 
 /// This process's id, to check later that it is gone.
 #[mttl::remote]
-fn pid() -> u32 {
+fn process_id() -> u32 {
     std::process::id()
 }
 
@@ -65,6 +66,22 @@ fn read_forever() {
 }
 /// The line of the read in [`read_forever`].
 const READ_LINE: u32 = line!() - 3;
+
+/// Starts [`IDLE_READERS`] threads here that wait for ever in the same
+/// place, and returns.
+#[mttl::remote]
+fn start_idle_readers() {
+    let never: SyncCell<u8> = SyncCell::new();
+    for _ in 0..IDLE_READERS {
+        let never = never.clone();
+        mttl::thread::spawn("idle reader", move || never.read());
+    }
+}
+/// The line of the read in [`start_idle_readers`].
+const IDLE_READ_LINE: u32 = line!() - 4;
+
+/// Threads [`start_idle_readers`] starts.
+const IDLE_READERS: usize = 40;
 
 /// Enters a barrier (on the node it is called on).
 #[mttl::remote]
@@ -104,7 +121,7 @@ fn job_pids(out: &JobOutput) -> Vec<u32> {
 fn a_killed_rank_stops_the_job(t: Scenario) {
     let out = t.run(3, || {
         for r in 0..mttl::size() {
-            println!("pid {r} {}", mttl::invoke(r, pid, ()));
+            println!("pid {r} {}", mttl::invoke(r, process_id, ()));
         }
         // Rank 1 waits in a barrier and on a cell; rank 0 on an invoke
         // reply and in the barrier; rank 2 dies.
@@ -198,7 +215,9 @@ fn a_deadlock_is_stopped_by_the_watchdog(t: Scenario) {
     let t = t.env("MTTL_WATCHDOG", &WATCHDOG_SECS.to_string());
     let out = t.run(3, || {
         // Rank 2 waits in a barrier nobody else joins, a thread of rank 1
-        // on a cell nobody writes, and main on that thread's reply.
+        // on a cell nobody writes, and main on that thread's reply; 40
+        // threads of rank 2 wait in one place, reported in one line.
+        mttl::invoke(2, start_idle_readers, ());
         let lonely = mttl::ainvoke(2, join_barrier, ());
         mttl::invoke(1, read_forever, ());
         drop(lonely);
@@ -227,6 +246,15 @@ fn a_deadlock_is_stopped_by_the_watchdog(t: Scenario) {
         &format!("{}:{READ_LINE}:", file!()),
     ]);
     out.stderr_line(&["mttl: rank 2:", "waits for barrier (number 0) at"]);
+    out.stderr_line(&[
+        &format!("mttl: rank 2: {IDLE_READERS} threads ('idle reader') wait for SyncCell read at"),
+        &format!("{}:{IDLE_READ_LINE}:", file!()),
+    ]);
+    assert!(
+        !out.stderr.contains("thread 'idle reader'"),
+        "{}",
+        out.stderr
+    );
     out.stderr_line(&["mttl: rank 1: stopped by the deadlock watchdog of rank 0"]);
 }
 

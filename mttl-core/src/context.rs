@@ -33,7 +33,7 @@ mod receive;
 mod send;
 mod service;
 
-pub(crate) use self::fail::{let_the_failing_rank_exit_first, report_line, report_waits};
+pub(crate) use self::fail::{let_the_failing_rank_exit_first, report_line, report_waits, Waiting};
 pub(crate) use self::service::Service;
 
 /// How long the body of a large message may lag its header.
@@ -97,23 +97,27 @@ pub(crate) fn uninstall() -> Option<Context> {
 ///
 /// Panics outside a running mttl program.
 #[inline]
+#[track_caller]
 pub(crate) fn rank_and_size() -> (Rank, usize) {
     RANK_SIZE.with(Cell::get).expect(NOT_RUNNING)
 }
 
 /// This process's rank (node number).
 #[inline]
+#[track_caller]
 pub fn rank() -> Rank {
     rank_and_size().0
 }
 
 /// The number of processes (nodes) in the job.
 #[inline]
+#[track_caller]
 pub fn size() -> usize {
     rank_and_size().1
 }
 
 /// The name of the backend in use: `"tcp"` or `"mpi"`.
+#[track_caller]
 pub fn backend_name() -> &'static str {
     with(|cx| cx.comm.backend_name())
 }
@@ -145,11 +149,13 @@ pub fn backend_name() -> &'static str {
 /// });
 /// assert_eq!(code, 0);
 /// ```
+#[track_caller]
 pub fn flush() {
     with(Context::flush_all_or_fail);
 }
 
 /// This rank's communication statistics so far.
+#[track_caller]
 pub fn stats() -> Stats {
     with(|cx| cx.stats)
 }

@@ -10,7 +10,7 @@
 //!             coll      barrier, reduce, allreduce, broadcast, gather, alltoall
 //!             global    GlobalPtr, global memory, read/write/nwrite, fence,
 //!                       GlobalSync
-//!             invoke    invoke, ainvoke, spmd
+//!             invoke    invoke, ainvoke, spmd (invoke_nowait's callee side)
 //!             sync      SyncCell, and the cell table other ranks write into
 //!  ──────────────────────────────────────────────────────────────────────────
 //!  context    context   comm backend, rank and size, sending and the outbox,
@@ -28,7 +28,8 @@
 //! - `registry`: remote functions registered by `#[mttl::remote]`;
 //! - `sync`: [`SyncCell`], MTTL's `Sync`;
 //! - `global`: [`GlobalPtr`] into registered global memory ([`GlobalArray`],
-//!   [`GlobalObject`]), remote read/write/`nwrite`, atomics, [`fence`], and
+//!   [`GlobalObject`]), remote read/write/`nwrite`, atomics, [`fence`],
+//!   [`invoke_nowait`] (completed by the fence, like `nwrite`), and
 //!   [`GlobalSync`], a `SyncCell` writable from other nodes;
 //! - `coll`: barrier, reduce, allreduce, broadcast, gather;
 //! - `watchdog`: the deadlock watchdog (`MTTL_WATCHDOG`);
@@ -71,10 +72,13 @@ pub use coll::{
 };
 pub use context::{backend_name, flush, rank, size, stats};
 pub use global::{
-    fence, try_fence, AtomicInt, BorrowError, GlobalArray, GlobalError, GlobalErrorKind,
-    GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut, GlobalSync, MAX_OWNED_BYTES, MAX_OWNED_SENDS,
+    fence, invoke_nowait, try_fence, AtomicInt, BorrowError, GlobalArray, GlobalError,
+    GlobalErrorKind, GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut, GlobalSync, MAX_OWNED_BYTES,
+    MAX_OWNED_SENDS,
 };
-pub use invoke::{ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError, RemoteMethod};
+pub use invoke::{
+    ainvoke, invoke, spmd, try_invoke, Pending, Remote, RemoteError, RemoteFunction, RemoteMethod,
+};
 pub use registry::{fnv1a, Callable, MethodTrampoline, RemoteFn, Trampoline};
 pub use runtime::{start, MainResult};
 pub use stats::Stats;
@@ -98,7 +102,7 @@ pub mod __private {
         })
     }
 
-    /// The `TypeId` of a function item, from a reference to it.
+    /// The `TypeId` of a remote function's constant, from a reference to it.
     pub fn type_id_of<F: 'static>(_: &F) -> std::any::TypeId {
         std::any::TypeId::of::<F>()
     }

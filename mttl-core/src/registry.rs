@@ -46,7 +46,8 @@ pub struct RemoteFn {
     pub signature: &'static str,
     /// FNV-1a of `name` and `signature`.
     pub id: u64,
-    /// The `TypeId` of the function item, to find the entry from the item.
+    /// The `TypeId` of the function's [`RemoteFunction`](crate::RemoteFunction)
+    /// constant, to find the entry from it.
     pub type_id: fn() -> TypeId,
     /// How to call it.
     pub callable: Callable,

@@ -6,8 +6,10 @@
 //! One OS thread per process runs everything. The loop:
 //!
 //! 1. run up to [`BATCH`] ready threads ([`thread::run_ready`](crate::thread::run_ready));
-//! 2. if a thread panicked (outside a remote function, whose panics go back
-//!    to its caller), stop the job (the failure protocol in `context`);
+//! 2. if a thread panicked and nothing caught it (a remote function's
+//!    panic goes back to its caller, a joined thread's to its joiner; an
+//!    `spmd` task's is not caught), stop the job at once (the failure
+//!    protocol in `context`);
 //! 3. send the batches of small messages the threads left (see `outbox`);
 //!    then take messages: without waiting when threads are ready (on TCP
 //!    only once [`TCP_POLL_EVERY`] has passed since the last look), else spinning

@@ -107,6 +107,7 @@ impl<T> SyncCell<T> {
 
     /// [`read`](Self::read), blocking for `reason` (what the watchdog and a
     /// failing rank report the thread waits for).
+    #[track_caller]
     pub(crate) fn read_for(&self, reason: BlockReason) -> T {
         loop {
             if let Some(v) = self.try_read() {

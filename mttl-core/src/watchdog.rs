@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use mttl_comm::{Rank, Tag};
 
-use crate::context::{self, report_line, report_waits, Context, Service};
+use crate::context::{self, report_line, report_waits, Context, Service, Waiting};
 use crate::wire::{self, Fields, HeaderBuf};
 
 thread_local! {
@@ -337,7 +337,7 @@ fn decide(cx: &mut WatchCx<'_>) {
 /// Step 4 on every rank: what each of its threads waits for, or that none
 /// does (a rank without threads can be part of a deadlock too).
 fn report_deadlocked_threads(rank: Rank) {
-    if report_waits(rank, "waits for") == 0 {
+    if report_waits(rank, Waiting::Waits) == 0 {
         report_line(&format!("mttl: rank {rank}: no thread was waiting here"));
     }
 }

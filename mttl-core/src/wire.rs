@@ -4,26 +4,26 @@
 //! the size in its length, so a runtime header holds only what is left. Each
 //! kind has a fixed header length; the body follows it.
 //!
-//! | kind         | header                                   | bytes | body            |
-//! |--------------|------------------------------------------|-------|-----------------|
-//! | `INVOKE`     | function id u64, reply cell u32          | 12    | encoded args    |
-//! | `CELL_WRITE` | cell u32, status u8                      | 5     | encoded value   |
-//! | `WRITE`      | region u32, addr u64                     | 12    | bytes           |
-//! | `WRITE_ACK`  | region u32, addr u64, reply cell u32     | 16    | bytes           |
-//! | `READ`       | region u32, addr u64, len u32, cell u32  | 20    | -               |
-//! | `FENCE`      | reply cell u32                           | 4     | -               |
-//! | `ATOMIC`     | region u32, addr u64, cell u32, op u8    | 17    | operands        |
-//! | `METHOD`     | region u32, addr u64, id u64, cell u32   | 24    | encoded args    |
-//! | `COLL`       | sequence u64, collective u8, step u8     | 10    | payload         |
-//! | `HELLO`      | registry digest u64                      | 8     | function names  |
-//! | `HELLO_ACK`  | status u8                                | 1     | message         |
-//! | `EXIT`       | exit code i32                            | 4     | -               |
-//! | `EXIT_ACK`   | -                                        | 0     | -               |
-//! | `ABORT`      | exit code i32                            | 4     | message         |
-//! | `WATCH`      | round u64                                | 8     | -               |
-//! | `WATCH_STATE`| round u64, idle ms u64, sent u64, recv u64 | 32  | -               |
-//! | `WATCH_FIRE` | exit code i32, idle ms u64               | 12    | -               |
-//! | `BATCH`      | -                                        | 0     | small messages (see `outbox`) |
+//! | kind          | header                                     | bytes | body                          |
+//! |---------------|--------------------------------------------|-------|-------------------------------|
+//! | `INVOKE`      | function id u64, reply cell u32, flags u8  | 13    | encoded args                  |
+//! | `CELL_WRITE`  | cell u32, status u8                        | 5     | encoded value                 |
+//! | `WRITE`       | region u32, addr u64                       | 12    | bytes                         |
+//! | `WRITE_ACK`   | region u32, addr u64, reply cell u32       | 16    | bytes                         |
+//! | `READ`        | region u32, addr u64, len u32, cell u32    | 20    | -                             |
+//! | `FENCE`       | reply cell u32                             | 4     | -                             |
+//! | `ATOMIC`      | region u32, addr u64, cell u32, op u8      | 17    | operands                      |
+//! | `METHOD`      | region u32, addr u64, id u64, cell u32     | 24    | encoded args                  |
+//! | `COLL`        | sequence u64, collective u8, step u8       | 10    | payload                       |
+//! | `HELLO`       | registry digest u64                        | 8     | function names                |
+//! | `HELLO_ACK`   | status u8                                  | 1     | message                       |
+//! | `EXIT`        | exit code i32                              | 4     | -                             |
+//! | `EXIT_ACK`    | -                                          | 0     | -                             |
+//! | `ABORT`       | exit code i32                              | 4     | message                       |
+//! | `WATCH`       | round u64                                  | 8     | -                             |
+//! | `WATCH_STATE` | round u64, idle ms u64, sent u64, recv u64 | 32    | -                             |
+//! | `WATCH_FIRE`  | exit code i32, idle ms u64                 | 12    | -                             |
+//! | `BATCH`       | -                                          | 0     | small messages (see `outbox`) |
 //!
 //! A remote write's header is 12 bytes and a read's 20, within the paper's
 //! 16 and 24 (which also carried node and size, carried here by the comm
@@ -78,7 +78,7 @@ pub(crate) const STATUS_ERROR: u8 = 2;
 /// The fixed header length of each kind.
 pub(crate) fn header_len(kind: Tag) -> Option<usize> {
     Some(match kind {
-        INVOKE => 12,
+        INVOKE => 13,
         CELL_WRITE => 5,
         WRITE => 12,
         WRITE_ACK => 16,

@@ -59,6 +59,12 @@ pub fn main(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// implement `mttl::Encode` and `mttl::Decode`. Its id is derived from its
 /// full path and signature, so every rank of a job must run the same build.
 ///
+/// The function's name becomes a constant, an `mttl::RemoteFunction`, that
+/// calls like the function (`f(x)`) and can be passed to `invoke` and its
+/// family: a function without the attribute cannot, which the compiler
+/// reports at the call. Being a constant, the name cannot also be a local
+/// variable's in its scope (`let f = ...` is read as a pattern).
+///
 /// A function whose first parameter is `&mut T` (with `T` plain data) is a
 /// member function: it is invoked on a global object through a
 /// `GlobalPtr<T>` and runs at the object's owner.
@@ -169,12 +175,14 @@ fn expand_remote(f: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
         ::mttl::__private::encode_into(&__mttl_result, &mut __mttl_out)?;
         ::std::result::Result::Ok(__mttl_out)
     };
+    let body_name = format_ident!("__mttl_body_{}", name);
+    let marker = format_ident!("__mttl_remote_{}", name);
     let (trampoline, callable) = match &object {
         None => (
             quote! {
                 fn __mttl_call(__mttl_args: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
                     #decode
-                    let __mttl_result: #ret = #name(#(#idents),*);
+                    let __mttl_result: #ret = #body_name(#(#idents),*);
                     #encode
                 }
             },
@@ -185,15 +193,45 @@ fn expand_remote(f: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
                 fn __mttl_call(__mttl_object: &mut [u8], __mttl_args: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
                     let __mttl_object: &mut #obj = ::mttl::__private::object_mut::<#obj>(__mttl_object)?;
                     #decode
-                    let __mttl_result: #ret = #name(__mttl_object, #(#idents),*);
+                    let __mttl_result: #ret = #body_name(__mttl_object, #(#idents),*);
                     #encode
                 }
             },
             quote!(::mttl::__private::Callable::Method { call: __mttl_call, object_size: ::std::mem::size_of::<#obj>() }),
         ),
     };
+    let pointer = match &object {
+        Some(o) => quote!(fn(&mut #o, #(#types),*) -> #ret),
+        None => quote!(fn(#(#types),*) -> #ret),
+    };
+    // The function's name becomes a constant that calls like the function
+    // (it derefs to a pointer to the body) and whose type, unlike a function
+    // item's, implements `mttl::Remote`: only marked functions can be
+    // invoked, which the compiler checks.
+    let vis = &f.vis;
+    let (shown, kept): (Vec<_>, Vec<_>) = f
+        .attrs
+        .iter()
+        .partition(|a| a.path().is_ident("doc") || a.path().is_ident("cfg"));
+    let cfgs: Vec<_> = shown.iter().filter(|a| a.path().is_ident("cfg")).collect();
+    let mut body = f.clone();
+    body.sig.ident = body_name.clone();
+    body.vis = syn::Visibility::Inherited;
+    body.attrs = kept.into_iter().cloned().collect();
+    body.attrs.extend(cfgs.iter().map(|a| (**a).clone()));
     Ok(quote! {
-        #f
+        #(#shown)*
+        #[allow(non_upper_case_globals)]
+        #vis const #name: ::mttl::RemoteFunction<#marker, #pointer> =
+            ::mttl::RemoteFunction::__new(#body_name);
+        #(#cfgs)*
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy)]
+        #vis struct #marker;
+        #[doc(hidden)]
+        #body
+        #(#cfgs)*
         const _: () = {
             fn __mttl_type_id() -> ::std::any::TypeId {
                 ::mttl::__private::type_id_of(&#name)

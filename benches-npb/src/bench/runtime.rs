@@ -1,8 +1,8 @@
 //! `mttl-bench runtime`: what mttl's runtime primitives cost on this
 //! machine: thread switch and spawn, invoke on the caller's node and round
-//! trip to another, ainvoke throughput with many calls in flight, and
-//! barrier latency, on the TCP and MPI backends side by side, with the comm
-//! layer's and raw MPI's round trips for reference.
+//! trip to another, ainvoke and invoke_nowait throughput with many calls in
+//! flight, and barrier latency, on the TCP and MPI backends side by side,
+//! with the comm layer's and raw MPI's round trips for reference.
 //!
 //! | configuration | what runs                                                     | launched by                     |
 //! |---------------|---------------------------------------------------------------|---------------------------------|
@@ -197,7 +197,8 @@ fn method_lines(args: &RuntimeArgs, configs: &[Config]) -> Vec<String> {
         ),
         "switch: two threads yield_now in turn; spawn: empty threads spawned in batches and \
          run to their end; invoke: a u64 echo, one call at a time; ainvoke: windows of calls \
-         started before the first is waited for, then all waited for; barrier: a loop of \
+         started before the first is waited for, then all waited for; invoke_nowait: windows \
+         of calls completed by one fence; barrier: a loop of \
          barriers on both ranks started by spmd, timed on rank 0; round trip: 16 bytes each \
          way, blocking send and receive."
             .to_owned(),

@@ -36,7 +36,7 @@ enum Command {
     /// rsmpi, side by side (the MPI ones need the cargo feature `mpi`).
     Comm(bench::comm::CommArgs),
     /// The runtime's primitives: thread switch and spawn, invoke on the own
-    /// node and round trip to another, ainvoke throughput, barrier latency;
+    /// node and round trip to another, ainvoke and invoke_nowait throughput, barrier latency;
     /// mttl programs on the TCP and MPI backends side by side, with the comm
     /// layer's and raw MPI's round trips (the MPI ones need the cargo
     /// feature `mpi`).

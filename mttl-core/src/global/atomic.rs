@@ -257,47 +257,56 @@ impl<T: AtomicInt> GlobalPtr<T> {
     }
 
     /// Adds `v` (wrapping) and returns the previous value.
+    #[track_caller]
     pub fn try_fetch_add(&self, v: T) -> Result<T, GlobalError> {
         self.previous(Op::FetchAdd, v)
     }
 
     /// Subtracts `v` (wrapping) and returns the previous value.
+    #[track_caller]
     pub fn try_fetch_sub(&self, v: T) -> Result<T, GlobalError> {
         self.previous(Op::FetchSub, v)
     }
 
     /// Stores `v` and returns the previous value.
+    #[track_caller]
     pub fn try_swap(&self, v: T) -> Result<T, GlobalError> {
         self.previous(Op::Swap, v)
     }
 
     /// Stores the minimum of the value and `v`; returns the previous value.
+    #[track_caller]
     pub fn try_fetch_min(&self, v: T) -> Result<T, GlobalError> {
         self.previous(Op::FetchMin, v)
     }
 
     /// Stores the maximum of the value and `v`; returns the previous value.
+    #[track_caller]
     pub fn try_fetch_max(&self, v: T) -> Result<T, GlobalError> {
         self.previous(Op::FetchMax, v)
     }
 
     /// Bitwise-ands `v` in and returns the previous value.
+    #[track_caller]
     pub fn try_fetch_and(&self, v: T) -> Result<T, GlobalError> {
         self.previous(Op::FetchAnd, v)
     }
 
     /// Bitwise-ors `v` in and returns the previous value.
+    #[track_caller]
     pub fn try_fetch_or(&self, v: T) -> Result<T, GlobalError> {
         self.previous(Op::FetchOr, v)
     }
 
     /// Bitwise-xors `v` in and returns the previous value.
+    #[track_caller]
     pub fn try_fetch_xor(&self, v: T) -> Result<T, GlobalError> {
         self.previous(Op::FetchXor, v)
     }
 
     /// Stores `new` if the value is `current`. Returns `Ok(previous)` if it
     /// did, `Err(actual value)` if not (like `AtomicU64::compare_exchange`).
+    #[track_caller]
     pub fn try_compare_exchange(&self, current: T, new: T) -> Result<Result<T, T>, GlobalError> {
         let (at, reply) = self.atomic(Op::CompareExchange, &[current, new])?;
         match reply.split_first() {

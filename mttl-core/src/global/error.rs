@@ -22,10 +22,7 @@ use crate::wire::{Fields, HeaderBuf};
 
 /// A global-memory access that failed: at the caller (null pointer, no such
 /// rank) or at the owner, which checks every access.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{op} of {len} bytes at byte offset {offset} of region {region:#x} on rank {rank} failed: {kind}"
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GlobalError {
     /// The rank the pointer names (the owner of the memory).
     pub rank: Rank,
@@ -41,6 +38,29 @@ pub struct GlobalError {
     /// What went wrong.
     pub kind: GlobalErrorKind,
 }
+
+impl std::fmt::Display for GlobalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let GlobalError {
+            rank,
+            region,
+            offset,
+            len,
+            op,
+            kind,
+        } = self;
+        if *op == "invoke_nowait" {
+            // A call touches no region.
+            return write!(f, "{op} on rank {rank} failed: {kind}");
+        }
+        write!(
+            f,
+            "{op} of {len} bytes at byte offset {offset} of region {region:#x} on rank {rank} failed: {kind}"
+        )
+    }
+}
+
+impl std::error::Error for GlobalError {}
 
 /// What went wrong with a global-memory access.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,7 +115,8 @@ pub enum GlobalErrorKind {
     /// function, wrong object type, undecodable arguments or result).
     #[error("{0}")]
     Method(String),
-    /// The member function panicked; the message names it and says where.
+    /// The member function, or the `invoke_nowait` call, panicked; the
+    /// message names it and says where.
     #[error("{0}")]
     Panicked(String),
     /// The reply made no sense (a runtime bug or mismatched programs).

@@ -88,6 +88,9 @@
 //! 4. An owner cannot answer a bad `nwrite`, so it keeps the first one from
 //!    each rank and answers that rank's next `FENCE` with it: [`try_fence`]
 //!    returns it, [`fence`] panics with it.
+//! 5. [`invoke_nowait`] is counted as an `nwrite`; the owner answers the
+//!    `FENCE` only once the calls it started have returned, with the first
+//!    failure if no `nwrite` failed (the protocol is in `invoke/nowait.rs`).
 //!
 //! The collectives call [`fence`] first in `barrier`, so when a barrier
 //! returns anywhere, every `nwrite` issued anywhere before it is visible.
@@ -127,6 +130,7 @@ mod completion;
 mod error;
 mod guard;
 mod handle;
+mod nowait;
 mod owner;
 mod ptr;
 mod region;
@@ -144,6 +148,7 @@ pub use self::atomic::AtomicInt;
 pub use self::error::{GlobalError, GlobalErrorKind};
 pub use self::guard::{BorrowError, GlobalRef, GlobalRefMut};
 pub use self::handle::{GlobalArray, GlobalObject};
+pub use self::nowait::invoke_nowait;
 pub use self::ptr::GlobalPtr;
 pub use self::sync_handle::GlobalSync;
 pub use self::write::{MAX_OWNED_BYTES, MAX_OWNED_SENDS};
@@ -382,22 +387,26 @@ impl Memory {
 }
 
 /// Waits until every `nwrite` and every [`GlobalSync`]
-/// write this rank issued before the call has been applied at its owner
-/// (see the module docs). Returns at once when there
+/// write this rank issued before the call has been applied at its owner,
+/// and every [`invoke_nowait`] call it made has returned (see the module
+/// docs). Returns at once when there
 /// are none. `barrier` calls it first.
 ///
 /// # Panics
 ///
 /// Panics with the [`GlobalError`] of [`try_fence`] if an `nwrite` failed
-/// at its owner.
+/// at its owner or an [`invoke_nowait`] call panicked.
 #[track_caller]
 pub fn fence() {
     or_panic(try_fence());
 }
 
 /// Like [`fence`], returning the first failed `nwrite` (as reported by its
-/// owner: region, offset and length are the failed write's) instead of
-/// panicking. Every pending write is still waited for.
+/// owner: region, offset and length are the failed write's) or failed
+/// [`invoke_nowait`] call (op `"invoke_nowait"`, the message naming the
+/// function) instead of panicking. Every pending write and call is still
+/// waited for.
+#[track_caller]
 pub fn try_fence() -> Result<(), GlobalError> {
     let requests = with_cx(|cx| {
         if cx.global.all_confirmed() {
@@ -425,6 +434,13 @@ pub fn try_fence() -> Result<(), GlobalError> {
         let failed = match status {
             wire::STATUS_OK => continue,
             wire::STATUS_ERROR => Fault::decode(&body),
+            wire::STATUS_PANIC => {
+                if first.is_ok() {
+                    let message = String::from_utf8_lossy(&body).into_owned();
+                    first = Err(nowait::call_failed(node, message));
+                }
+                continue;
+            }
             other => Fault {
                 region: 0,
                 offset: 0,
@@ -434,6 +450,12 @@ pub fn try_fence() -> Result<(), GlobalError> {
         };
         if first.is_ok() {
             first = Err(failed.at(node, "nwrite"));
+        }
+    }
+    let me = context::rank();
+    if let Some(message) = crate::invoke::wait_local(me) {
+        if first.is_ok() {
+            first = Err(nowait::call_failed(me, message));
         }
     }
     // The owners have applied every write; their sends are over too, or

@@ -301,9 +301,17 @@ fn apply<'a>(cx: &mut MemoryCx<'_>, src: Rank, held: Held<'a>) -> Result<(), Hel
         }
         wire::FENCE => {
             let cell = f.u32();
-            match cx.global.owner.take_nwrite_fault(src) {
-                None => reply(cx, src, cell, wire::STATUS_OK, &[]),
-                Some(fault) => reply(cx, src, cell, wire::STATUS_ERROR, &fault.encode()),
+            let fault = cx.global.owner.take_nwrite_fault(src).map(|f| f.encode());
+            // Calls from `src` still running answer it when they end.
+            let Some(failure) = crate::invoke::park_fence(src, cell, fault.clone()) else {
+                return Ok(());
+            };
+            match (fault, failure) {
+                (Some(fault), _) => reply(cx, src, cell, wire::STATUS_ERROR, &fault),
+                (None, Some(failure)) => {
+                    reply(cx, src, cell, wire::STATUS_PANIC, failure.as_bytes());
+                }
+                (None, None) => reply(cx, src, cell, wire::STATUS_OK, &[]),
             }
         }
         wire::ATOMIC => {
@@ -405,7 +413,7 @@ fn apply<'a>(cx: &mut MemoryCx<'_>, src: Rank, held: Held<'a>) -> Result<(), Hel
             // see the member function's effects.
             let args = held.body.into_owned();
             let name = entry.name;
-            thread::spawn(name, move || {
+            thread::spawn_detached(name, move || {
                 hold.enter();
                 let outcome = thread::catch_panic(|| call(hold.bytes_mut(off, len), &args));
                 drop(hold);

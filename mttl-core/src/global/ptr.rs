@@ -340,6 +340,7 @@ impl<T: Pod> GlobalPtr<T> {
     }
 
     /// Reads the pointed-to value, blocking the calling thread.
+    #[track_caller]
     pub fn try_read(&self) -> Result<T, GlobalError> {
         let mut v = T::zeroed();
         self.try_read_slice(std::slice::from_mut(&mut v))?;
@@ -371,6 +372,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// Fills `out` from the elements starting here, blocking the calling
     /// thread. The reply's bytes are copied once, into `out`. An empty
     /// `out` asks nothing of the owner.
+    #[track_caller]
     pub fn try_read_slice(&self, out: &mut [T]) -> Result<(), GlobalError> {
         let out: &mut [u8] = bytemuck::cast_slice_mut(out);
         let at = self.access("read", out.len())?;
@@ -432,6 +434,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// # Panics
     ///
     /// Panics if `method` is not `#[mttl::remote]`.
+    #[track_caller]
     pub fn try_invoke<F, A>(&self, method: F, args: A) -> Result<F::Output, GlobalError>
     where
         F: RemoteMethod<T, A>,

@@ -92,6 +92,7 @@ impl<T: Encode> GlobalSync<T> {
     /// # Panics
     ///
     /// Panics if the value cannot be encoded or the cell's node is gone.
+    #[track_caller]
     pub fn write(&self, value: T) {
         let mut body = Vec::new();
         if let Err(e) = codec::encode_into(&value, &mut body) {

@@ -137,6 +137,7 @@ impl<T: Pod> GlobalPtr<T> {
     }
 
     /// Writes `value` and waits until the owner has applied it.
+    #[track_caller]
     pub fn try_write(&self, value: T) -> Result<(), GlobalError> {
         self.try_write_slice(std::slice::from_ref(&value))
     }
@@ -154,6 +155,7 @@ impl<T: Pod> GlobalPtr<T> {
 
     /// Writes `data` to the elements starting here and waits until the
     /// owner has applied it. Large data is sent straight from `data`.
+    #[track_caller]
     pub fn try_write_slice(&self, data: &[T]) -> Result<(), GlobalError> {
         self.put(data, "write", true)
     }
@@ -172,6 +174,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// Writes `value` without waiting. Errors found here (null pointer, no
     /// such rank, and any error of a local write) come back at once; the
     /// owner's come back from the next [`try_fence`](super::try_fence).
+    #[track_caller]
     pub fn try_nwrite(&self, value: T) -> Result<(), GlobalError> {
         self.try_nwrite_slice(std::slice::from_ref(&value))
     }
@@ -194,6 +197,7 @@ impl<T: Pod> GlobalPtr<T> {
     }
 
     /// Writes `data` without waiting (see [`try_nwrite`](Self::try_nwrite)).
+    #[track_caller]
     pub fn try_nwrite_slice(&self, data: &[T]) -> Result<(), GlobalError> {
         self.put(data, "nwrite", false)
     }
@@ -229,6 +233,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// Writes `data` without waiting or copying (see
     /// [`nwrite_owned`](Self::nwrite_owned); errors as for
     /// [`try_nwrite`](Self::try_nwrite)).
+    #[track_caller]
     pub fn try_nwrite_owned<B: AsRef<[T]> + 'static>(&self, data: B) -> Result<(), GlobalError> {
         // On the heap first, so the elements' address is final even if `B`
         // holds them inline (an array); in an `Rc`, which (unlike a `Box`)

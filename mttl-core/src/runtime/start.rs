@@ -86,7 +86,7 @@ pub(super) fn run_rank<R: MainResult>(
     hello::check_registries();
     context::with(Context::flush_all_or_fail);
     if let (0, Some(main)) = (rank, main) {
-        thread::spawn("main", move || {
+        thread::spawn_detached("main", move || {
             let code = main().exit_code();
             exit::begin(code);
         });
@@ -122,9 +122,7 @@ fn serve() {
         let ran = thread::run_ready(BATCH);
         if thread::pending_panics() > 0 {
             let p = thread::take_panics().remove(0);
-            let at = p.location.map(|l| format!(" at {l}")).unwrap_or_default();
-            let why = format!("thread '{}' panicked{at}: {}", p.name, p.message);
-            context::with(|cx| cx.fail(&why, 101));
+            context::with(|cx| cx.fail_panic(&p));
         }
         watchdog::progressed(ran);
         if context::with(|cx| {

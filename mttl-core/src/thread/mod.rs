@@ -8,9 +8,10 @@
 //!
 //! Files: `sched` (slots, ready queue, run loop), `stack` (stack
 //! size and pool), `reason` (why a thread blocks), `panic` (panic capture),
-//! `overflow` (stack-overflow detection), `id` ([`ThreadId`]). They form
-//! layers: `id` and `stack` at the bottom; `reason`, `panic` and `overflow`
-//! above them; `sched` above those; this file, the API, on top. `panic`
+//! `overflow` (stack-overflow detection), `id` ([`ThreadId`]), `join`
+//! ([`JoinHandle`], [`scope`]). They form layers: `id` and `stack` at the
+//! bottom; `reason`, `panic` and `overflow` above them; `sched` above
+//! those; `join` above `sched`; this file, the API, on top. `panic`
 //! and `overflow` learn the running thread from a function `sched` hands
 //! them when it installs them, so neither imports the scheduler.
 //!
@@ -76,6 +77,7 @@
 //!             thread::block(BlockReason::new("done flag"));
 //!         }
 //!     })
+//!     .id()
 //! };
 //! thread::spawn("setter", move || {
 //!     done.set(true);
@@ -98,6 +100,7 @@
 //! ```
 
 mod id;
+mod join;
 mod overflow;
 mod panic;
 mod reason;
@@ -108,6 +111,7 @@ mod stack;
 mod tests;
 
 pub use self::id::ThreadId;
+pub use self::join::{scope, JoinHandle, Scope, ScopedJoinHandle};
 pub use self::panic::{PanicLocation, ThreadPanic};
 pub use self::reason::{BlockReason, BlockedThread};
 pub use self::sched::SpawnError;
@@ -120,12 +124,32 @@ pub use self::stack::{
 /// when [`run_ready`] reaches it. Callable on the native stack or from a
 /// thread.
 ///
+/// The handle's [`join`](JoinHandle::join) waits for the thread and gives
+/// what `f` returned, or its panic. Dropping the handle detaches the
+/// thread; a panic of a detached thread ends the job, as any panic that
+/// nothing catches. For threads that borrow from the caller, see [`scope`].
+///
 /// # Panics
 ///
 /// Panics if `MTTL_STACK_SIZE` is invalid or no stack can be mapped; see
 /// [`try_spawn`].
 #[inline]
-pub fn spawn<F>(name: &'static str, f: F) -> ThreadId
+#[track_caller]
+pub fn spawn<F, T>(name: &'static str, f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + 'static,
+    T: 'static,
+{
+    match join::spawn(name, f) {
+        Ok(handle) => handle,
+        Err(error) => spawn_failed(error),
+    }
+}
+
+/// A thread nothing joins, for the runtime's own (a remote call, main):
+/// [`spawn`] without the handle's allocation. Its panic is uncaught.
+#[inline]
+pub(crate) fn spawn_detached<F>(name: &'static str, f: F) -> ThreadId
 where
     F: FnOnce() + 'static,
 {
@@ -137,16 +161,18 @@ where
 
 #[cold]
 #[inline(never)]
+#[track_caller]
 fn spawn_failed(error: SpawnError) -> ! {
     panic!("mttl: {error}")
 }
 
 /// Like [`spawn`], returning the error instead of panicking.
-pub fn try_spawn<F>(name: &'static str, f: F) -> Result<ThreadId, SpawnError>
+pub fn try_spawn<F, T>(name: &'static str, f: F) -> Result<JoinHandle<T>, SpawnError>
 where
-    F: FnOnce() + 'static,
+    F: FnOnce() -> T + 'static,
+    T: 'static,
 {
-    sched::spawn(name, f)
+    join::spawn(name, f)
 }
 
 /// Moves the running thread to the back of the ready queue and switches

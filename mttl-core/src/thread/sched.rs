@@ -104,6 +104,14 @@ pub(super) struct Slot {
     permit: Cell<bool>,
     /// Set while `unwind_all` unwinds this thread.
     unwinding: Cell<bool>,
+    /// Nonzero while the thread is in a `thread::scope` (`pin`): the
+    /// scheduler's order number of its outermost scope, so that
+    /// `unwind_all` unwinds it after every unpinned thread and after the
+    /// threads pinned later (the scoped threads that borrow from its stack,
+    /// and their own scopes).
+    pinned: Cell<u64>,
+    /// Nested scopes of the thread.
+    pin_depth: Cell<u32>,
     name: Cell<&'static str>,
     reason: Cell<Option<BlockReason>>,
     /// Set by the thread's root on its first resume.
@@ -170,6 +178,8 @@ pub(super) struct Scheduler {
     /// Set by [`yield_to_loop`], taken by the runtime's loop
     /// ([`take_look_request`]): look at the network now.
     look_wanted: Cell<bool>,
+    /// The last order number given to a pinned thread.
+    pins: Cell<u64>,
 }
 
 impl Scheduler {
@@ -188,6 +198,7 @@ impl Scheduler {
             alt_stack: RefCell::new(None),
             loop_wanted: Cell::new(false),
             look_wanted: Cell::new(false),
+            pins: Cell::new(0),
         }
     }
 
@@ -271,6 +282,8 @@ impl Scheduler {
                     state: Cell::new(State::Free),
                     permit: Cell::new(false),
                     unwinding: Cell::new(false),
+                    pinned: Cell::new(0),
+                    pin_depth: Cell::new(0),
                     name: Cell::new(""),
                     reason: Cell::new(None),
                     yielder: Cell::new(ptr::null()),
@@ -328,6 +341,8 @@ impl Scheduler {
         slot.generation.set(slot.generation.get().wrapping_add(1));
         slot.state.set(State::Free);
         slot.permit.set(false);
+        slot.pinned.set(0);
+        slot.pin_depth.set(0);
         slot.reason.set(None);
         slot.yielder.set(ptr::null());
         self.table(|t| t.free.push(slot.index));
@@ -355,12 +370,20 @@ impl Scheduler {
     fn unwind_all(&self) -> usize {
         let mut unwound = 0;
         loop {
-            let victims: Vec<&Slot> = (0..self.table(|t| t.slots.len()))
+            let mut victims: Vec<&Slot> = (0..self.table(|t| t.slots.len()))
                 .filter_map(|index| self.slot(index as u32))
                 .filter(|slot| matches!(slot.state.get(), State::Ready | State::Blocked))
                 .collect();
             if victims.is_empty() {
                 break;
+            }
+            // Unpinned threads first, then pinned ones, latest pinned first:
+            // a scope's owner goes after the scoped threads borrowing from it.
+            if victims.iter().any(|slot| slot.pinned.get() == 0) {
+                victims.retain(|slot| slot.pinned.get() == 0);
+            } else {
+                let last = victims.iter().map(|slot| slot.pinned.get()).max();
+                victims.retain(|slot| Some(slot.pinned.get()) == last);
             }
             for slot in victims {
                 if !matches!(slot.state.get(), State::Ready | State::Blocked) {
@@ -501,6 +524,45 @@ pub(super) fn block(reason: BlockReason) {
 #[inline]
 pub(super) fn wake(id: ThreadId) {
     let _ = SCHEDULER.try_with(|scheduler| scheduler.wake(id));
+}
+
+/// Pins the running thread for a `thread::scope` (see [`Slot::pinned`]).
+/// Returns false outside a thread.
+pub(super) fn pin() -> bool {
+    let Some(slot) = current_slot() else {
+        return false;
+    };
+    if slot.pin_depth.get() == 0 {
+        let order = SCHEDULER.with(|scheduler| {
+            scheduler.pins.set(scheduler.pins.get() + 1);
+            scheduler.pins.get()
+        });
+        slot.pinned.set(order);
+    }
+    slot.pin_depth.set(slot.pin_depth.get() + 1);
+    true
+}
+
+/// Ends a [`pin`] of the running thread.
+pub(super) fn unpin() {
+    if let Some(slot) = current_slot() {
+        let depth = slot.pin_depth.get().saturating_sub(1);
+        slot.pin_depth.set(depth);
+        if depth == 0 {
+            slot.pinned.set(0);
+        }
+    }
+}
+
+/// Whether the running thread is being unwound by `unwind_all`.
+pub(super) fn unwinding() -> bool {
+    current_slot().is_some_and(|slot| slot.unwinding.get())
+}
+
+/// Queues the panic of a thread that nothing will join, as its root does
+/// for a panic it catches (see `take_panics`).
+pub(super) fn report_panic(report: ThreadPanic) {
+    let _ = SCHEDULER.try_with(|scheduler| scheduler.panics.borrow_mut().push(report));
 }
 
 #[inline]

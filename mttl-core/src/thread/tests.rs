@@ -21,6 +21,12 @@ fn entries(log: &Log) -> Vec<String> {
     log.borrow().clone()
 }
 
+/// The runtime's spawn, which gives the id: most of these tests are about
+/// ids (the handle's are in the tests of `join`, below).
+fn spawn(name: &'static str, f: impl FnOnce() + 'static) -> ThreadId {
+    spawn_detached(name, f)
+}
+
 /// Runs until no thread is ready.
 fn drain() {
     while run_ready(usize::MAX) > 0 {}
@@ -508,4 +514,186 @@ fn thread_ids_display_index_and_generation() {
     let id = ThreadId::new(3, 9);
     assert_eq!(id.to_string(), "#3.9");
     assert_eq!(format!("{id:?}"), "ThreadId(3.9)");
+}
+
+// ---- join handles and scopes ----
+
+/// Runs `f` in a thread to its end; returns what it returned.
+fn run_in_thread<T: 'static>(f: impl FnOnce() -> T + 'static) -> T {
+    let out = Rc::new(RefCell::new(None));
+    let theirs = out.clone();
+    spawn("test main", move || *theirs.borrow_mut() = Some(f()));
+    drain();
+    let value = out.borrow_mut().take();
+    value.expect("the test thread ended")
+}
+
+#[test]
+fn join_gives_the_value_once_the_thread_ends() {
+    let got = run_in_thread(|| {
+        let child = super::spawn("child", || {
+            yield_now();
+            yield_now();
+            42
+        });
+        assert!(!child.is_finished());
+        child.join()
+    });
+    assert_eq!(got, Ok(42));
+    assert!(take_panics().is_empty());
+}
+
+#[test]
+fn join_gives_the_panic_which_then_ends_nothing() {
+    let line = line!() + 3;
+    let got = run_in_thread(|| {
+        let child = super::spawn("failing child", || -> u32 {
+            panic!("child gives up");
+        });
+        child.join()
+    });
+    let report = got.expect_err("the child panicked");
+    assert_eq!(report.name, "failing child");
+    assert_eq!(report.message, "child gives up");
+    assert_eq!(report.location.map(|l| l.line), Some(line));
+    assert!(take_panics().is_empty(), "a joined panic is not uncaught");
+}
+
+#[test]
+fn a_dropped_handle_detaches_and_its_panic_is_uncaught() {
+    // Dropped before the thread panics.
+    drop(super::spawn("detached", || panic!("nobody joins")));
+    // Dropped after.
+    let kept = super::spawn("kept", || panic!("joined by nobody"));
+    drain();
+    drop(kept);
+    let panics = take_panics();
+    let messages: Vec<_> = panics.iter().map(|p| p.message.as_str()).collect();
+    assert_eq!(messages, ["nobody joins", "joined by nobody"]);
+}
+
+#[test]
+fn scoped_threads_borrow_from_the_caller_and_are_all_joined() {
+    let sums = run_in_thread(|| {
+        let mut slots = vec![0_u64; 4];
+        let total = Cell::new(0_u64);
+        let returned = scope(|s| {
+            for (i, slot) in slots.iter_mut().enumerate() {
+                let total = &total;
+                s.spawn("scoped", move || {
+                    for _ in 0..i {
+                        yield_now();
+                    }
+                    *slot = i as u64 + 1;
+                    total.set(total.get() + *slot);
+                });
+            }
+            let joined = s.spawn("joined", || 7).join();
+            assert_eq!(joined, Ok(7));
+            "scope value"
+        });
+        assert_eq!(returned, "scope value");
+        (slots, total.get())
+    });
+    assert_eq!(sums, (vec![1, 2, 3, 4], 10));
+}
+
+#[test]
+fn a_scope_whose_closure_panics_still_waits_for_its_threads() {
+    let (finished, message) = run_in_thread(|| {
+        let finished = Cell::new(false);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            scope(|s| {
+                s.spawn("slow", || {
+                    for _ in 0..5 {
+                        yield_now();
+                    }
+                    finished.set(true);
+                });
+                panic!("scope body gives up");
+            })
+        }));
+        let payload = caught.expect_err("the scope's closure panicked");
+        let message = payload.downcast_ref::<&str>().map(|m| m.to_string());
+        (finished.get(), message)
+    });
+    assert!(finished, "scope returned before its thread ended");
+    assert_eq!(message.as_deref(), Some("scope body gives up"));
+}
+
+#[test]
+fn an_unjoined_scoped_panic_makes_the_scope_panic_after_the_others_end() {
+    let (others_done, message) = run_in_thread(|| {
+        let done = Cell::new(false);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            scope(|s| {
+                s.spawn("bad", || panic!("scoped gives up"));
+                s.spawn("good", || {
+                    yield_now();
+                    done.set(true);
+                });
+            })
+        }));
+        let payload = caught.expect_err("the scope panics");
+        (done.get(), payload.downcast_ref::<String>().cloned())
+    });
+    assert!(others_done);
+    let message = message.expect("a formatted message");
+    assert!(message.contains("a scoped thread panicked"), "{message}");
+    assert!(
+        message.contains("'bad'") && message.contains("scoped gives up"),
+        "{message}"
+    );
+    assert!(take_panics().is_empty(), "the scope reported it");
+}
+
+#[test]
+fn unwind_all_unwinds_scoped_threads_before_their_owner() {
+    struct Noted(Log, &'static str);
+    impl Drop for Noted {
+        fn drop(&mut self) {
+            push(&self.0, self.1);
+        }
+    }
+    let order = log();
+    let theirs = order.clone();
+    spawn("owner", move || {
+        let owner_note = Noted(theirs.clone(), "owner");
+        let borrowed = Cell::new(0_u32);
+        scope(|s| {
+            s.spawn("scoped", || {
+                let _note = Noted(theirs.clone(), "scoped");
+                borrowed.set(1);
+                block(BlockReason::new("forever"));
+            });
+        });
+        drop(owner_note);
+    });
+    drain();
+    assert_eq!(blocked_threads().len(), 2);
+    assert_eq!(unwind_all(), 2);
+    assert_eq!(entries(&order), ["scoped", "owner"]);
+}
+
+#[test]
+fn unwind_all_counts_out_a_scoped_thread_that_never_started() {
+    spawn("owner", || {
+        let borrowed = Cell::new(0_u32);
+        scope(|s| {
+            s.spawn("never started", || borrowed.set(1));
+        });
+        unreachable!("the owner is unwound in its scope");
+    });
+    // The owner runs, spawns, and blocks waiting for its scoped thread,
+    // which is still only ready when the shut-down comes.
+    assert_eq!(run_ready(1), 1);
+    assert_eq!((blocked_threads().len(), ready_threads()), (1, 1));
+    assert_eq!(unwind_all(), 2);
+    assert_eq!(live_threads(), 0);
+}
+
+#[test]
+#[should_panic(expected = "outside an mttl thread")]
+fn scope_outside_a_thread_panics() {
+    scope(|_| {});
 }

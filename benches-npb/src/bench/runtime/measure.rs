@@ -23,6 +23,7 @@
 //! | `invoke_local`  | `invoke(0, echo, (i,))` from rank 0: a direct call                  |
 //! | `invoke_remote` | `invoke(1, echo, (i,))` from rank 0: request and reply              |
 //! | `ainvoke`       | one call of a window of [`AINVOKE_WINDOW`] `ainvoke(1, echo, ..)` started before the first is waited for |
+//! | `invoke_nowait` | one call of a window of [`AINVOKE_WINDOW`] `invoke_nowait(1, echo, ..)` completed by one `fence()` |
 //! | `barrier`       | one `barrier()` of a loop run on both ranks through `spmd`, timed on rank 0 |
 //! | `round_trip`    | a 16-byte ping-pong without the runtime (comm layer or raw MPI)     |
 //!
@@ -196,6 +197,16 @@ pub(super) fn in_program(sample_time: Duration) -> Samples {
         }
         start.elapsed()
     });
+    let invoke_nowait = samples(sample_time, |windows| {
+        let start = Instant::now();
+        for _ in 0..windows {
+            for i in 0..AINVOKE_WINDOW {
+                mttl::invoke_nowait(1, echo, (i,));
+            }
+            mttl::fence();
+        }
+        start.elapsed()
+    });
     let barrier = samples(sample_time, |n| {
         let per_rank = mttl::spmd(barrier_loop, (n,));
         Duration::from_secs_f64(per_rank[0])
@@ -206,6 +217,10 @@ pub(super) fn in_program(sample_time: Duration) -> Samples {
         ("invoke_local".into(), invoke_local),
         ("invoke_remote".into(), invoke_remote),
         ("ainvoke".into(), per_op(ainvoke, AINVOKE_WINDOW)),
+        (
+            "invoke_nowait".into(),
+            per_op(invoke_nowait, AINVOKE_WINDOW),
+        ),
         ("barrier".into(), barrier),
     ]
 }

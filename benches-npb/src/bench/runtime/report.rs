@@ -52,13 +52,14 @@ impl Unit {
 }
 
 /// Every metric, in table order, and the unit it is shown in.
-const METRICS: [(&str, Unit); 7] = [
+const METRICS: [(&str, Unit); 8] = [
     ("switch", Unit::Ns),
     ("spawn", Unit::Ns),
     ("invoke_local", Unit::Us),
     ("invoke_remote", Unit::Us),
     ("round_trip", Unit::Us),
     ("ainvoke", Unit::CallsPerS),
+    ("invoke_nowait", Unit::CallsPerS),
     ("barrier", Unit::Us),
 ];
 
@@ -123,6 +124,12 @@ fn rows() -> Vec<Row> {
             metric: "ainvoke",
             cells: backends,
             target: "≥ 1 M",
+        },
+        Row {
+            label: format!("invoke_nowait to rank 1, {AINVOKE_WINDOW} per fence"),
+            metric: "invoke_nowait",
+            cells: backends,
+            target: "≥ ainvoke",
         },
         Row {
             label: "barrier, 2 ranks".into(),

@@ -1,15 +1,17 @@
-//! `invoke` and `ainvoke`: calling a function on another node. As a
-//! service ([`Invoke`]) it owns the `INVOKE` message; it keeps no state of
-//! its own (the reply cells are in `sync`'s cell table).
+//! `invoke`, `ainvoke` and `spmd`: calling a function on another node. As
+//! a service ([`Invoke`]) it owns the `INVOKE` message; its only state is
+//! the count of `invoke_nowait` calls running here (`nowait`; the reply
+//! cells are in `sync`'s cell table).
 //!
 //! A function marked `#[mttl::remote]` is registered under a stable id
 //! ([`crate::registry`]). `invoke(node, f, args)`:
 //!
-//! 1. finds `f`'s id from its type (the function item's `TypeId`);
+//! 1. finds `f`'s id from its type (the `TypeId` of the [`RemoteFunction`]
+//!    the attribute made of the function's name);
 //! 2. if `node` is this node, calls `f` right here (no network, no thread);
 //! 3. otherwise creates a reply cell (a `SyncCell` writable from other
-//!    nodes), sends `INVOKE(id, cell)` with the encoded arguments, and reads
-//!    the cell, which blocks only the calling mttl thread;
+//!    nodes), sends `INVOKE(id, cell, flags)` with the encoded arguments,
+//!    and reads the cell, which blocks only the calling mttl thread;
 //! 4. the handler on `node` spawns a thread that decodes the arguments,
 //!    runs `f` (catching a panic), and writes the encoded result, or the
 //!    panic's message, into the caller's reply cell with a `CELL_WRITE`;
@@ -18,6 +20,15 @@
 //! `ainvoke` stops after step 3's send and returns a [`Pending`] handle to
 //! read the cell later. A panic in the remote function comes back as a
 //! [`RemoteError`]: `try_invoke` returns it, `invoke` panics with it.
+//!
+//! Two variants of step 4:
+//!
+//! - `spmd` sets the [`FATAL`] flag: nothing catches its tasks' panics (the
+//!   other tasks may wait for the panicking one in a collective), so the
+//!   callee lets a panic end the thread, and the job, at once;
+//! - `invoke_nowait` (in `global`) sends [`NO_REPLY`] for the cell: the
+//!   callee counts the call until it returns and keeps its failure for the
+//!   caller's next fence (`nowait`).
 
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
@@ -27,14 +38,23 @@ use std::marker::PhantomData;
 use mttl_comm::{Rank, Tag};
 
 use crate::codec::{self, Decode, Encode};
-use crate::context::{self, report_line, Context, Service};
+use crate::context::{self, Context, Service};
 use crate::registry::{Callable, Registry, RemoteFn};
 use crate::sync::{self, SyncCell};
 use crate::thread::{self, BlockReason};
 use crate::wire::{self, Fields, HeaderBuf};
 
+mod nowait;
+
+pub(crate) use nowait::{park_fence, wait_local};
+
 /// The reply cell value of a call that wants no reply.
 pub(crate) const NO_REPLY: u32 = u32::MAX;
+
+/// `INVOKE` flag: no caller catches the function's panic (an `spmd` task),
+/// so the callee ends the job at once, as for any uncaught panic, instead
+/// of replying with it.
+pub(crate) const FATAL: u8 = 1;
 
 /// A remote call failed: the function panicked, or could not be run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,9 +74,22 @@ impl fmt::Display for RemoteError {
 impl std::error::Error for RemoteError {}
 
 /// A function that can be invoked on another node with arguments `Args` (a
-/// tuple). Implemented for every function item of up to eight parameters;
-/// only those marked `#[mttl::remote]` are registered, which
-/// [`invoke`] checks.
+/// tuple): a function marked `#[mttl::remote]`, and only those. The
+/// attribute makes the function's name a [`RemoteFunction`], which
+/// implements this trait; a plain function does not, so passing one to
+/// [`invoke`](fn@invoke) is a compile-time error:
+///
+/// ```compile_fail
+/// fn not_marked(x: u32) -> u32 {
+///     x
+/// }
+/// mttl_core::invoke(1, not_marked, (1,)); // `not_marked` is not a remote function
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a remote function",
+    label = "not marked #[mttl::remote]",
+    note = "add #[mttl::remote] to the function to call it on another node (arguments: `{Args}`)"
+)]
 pub trait Remote<Args>: Copy + 'static {
     /// What the function returns.
     type Output;
@@ -66,6 +99,11 @@ pub trait Remote<Args>: Copy + 'static {
 
 /// A function that can be invoked on a global object of type `T` at its
 /// owner: `#[mttl::remote]` functions whose first parameter is `&mut T`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a remote member function of `{T}`",
+    label = "not a #[mttl::remote] function taking `&mut {T}` first",
+    note = "add #[mttl::remote] to the function, whose first parameter is the object"
+)]
 pub trait RemoteMethod<T, Args>: Copy + 'static {
     /// What the function returns.
     type Output;
@@ -73,27 +111,79 @@ pub trait RemoteMethod<T, Args>: Copy + 'static {
     fn call_local(self, object: &mut T, args: Args) -> Self::Output;
 }
 
+/// What `#[mttl::remote]` makes of a function's name: a constant that
+/// calls like the function (`f(x)`, through its pointer `P`) and that,
+/// unlike a plain function, can be invoked on another node ([`Remote`],
+/// [`RemoteMethod`]). `M` is a marker type of that one function, which
+/// keys its registration.
+pub struct RemoteFunction<M, P> {
+    pointer: P,
+    marker: PhantomData<fn() -> M>,
+}
+
+impl<M, P: Copy> Clone for RemoteFunction<M, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M, P: Copy> Copy for RemoteFunction<M, P> {}
+
+impl<M, P> fmt::Debug for RemoteFunction<M, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RemoteFunction({})", std::any::type_name::<M>())
+    }
+}
+
+impl<M, P> std::ops::Deref for RemoteFunction<M, P> {
+    type Target = P;
+
+    /// The function pointer: what makes `f(x)` call the function.
+    fn deref(&self) -> &P {
+        &self.pointer
+    }
+}
+
+impl<M, P> RemoteFunction<M, P> {
+    /// What the macro expands to; not part of the API.
+    #[doc(hidden)]
+    pub const fn __new(pointer: P) -> Self {
+        RemoteFunction {
+            pointer,
+            marker: PhantomData,
+        }
+    }
+}
+
 macro_rules! impl_remote {
     ($($a:ident),*) => {
-        impl<Func, Out, $($a),*> Remote<($($a,)*)> for Func
+        impl<M, Out, $($a),*> Remote<($($a,)*)> for RemoteFunction<M, fn($($a),*) -> Out>
         where
-            Func: Fn($($a),*) -> Out + Copy + 'static,
+            M: 'static,
+            Out: 'static,
+            $($a: 'static,)*
         {
             type Output = Out;
             #[allow(non_snake_case)]
+            #[inline]
             fn call_local(self, ($($a,)*): ($($a,)*)) -> Out {
-                self($($a),*)
+                (self.pointer)($($a),*)
             }
         }
 
-        impl<Func, Obj, Out, $($a),*> RemoteMethod<Obj, ($($a,)*)> for Func
+        impl<M, Obj, Out, $($a),*> RemoteMethod<Obj, ($($a,)*)>
+            for RemoteFunction<M, fn(&mut Obj, $($a),*) -> Out>
         where
-            Func: Fn(&mut Obj, $($a),*) -> Out + Copy + 'static,
+            M: 'static,
+            Obj: 'static,
+            Out: 'static,
+            $($a: 'static,)*
         {
             type Output = Out;
             #[allow(non_snake_case)]
+            #[inline]
             fn call_local(self, object: &mut Obj, ($($a,)*): ($($a,)*)) -> Out {
-                self(object, $($a),*)
+                (self.pointer)(object, $($a),*)
             }
         }
     };
@@ -114,14 +204,22 @@ impl_remote!(A1, A2, A3, A4, A5, A6, A7, A8);
 /// # Panics
 ///
 /// Panics if `F` is not marked `#[mttl::remote]`.
+#[track_caller]
 pub(crate) fn entry_of<F: 'static>() -> &'static RemoteFn {
     match Registry::get().by_type(TypeId::of::<F>()) {
         Some(e) => e,
-        None => panic!(
-            "{} is not a remote function: mark it #[mttl::remote] to call it on another node",
-            std::any::type_name::<F>()
-        ),
+        None => not_remote(std::any::type_name::<F>()),
     }
+}
+
+#[cold]
+#[track_caller]
+fn not_remote(name: &str) -> ! {
+    let short = name.rsplit("::").next().unwrap_or(name);
+    panic!(
+        "{name} is not a remote function: add #[mttl::remote] to fn {short} to call it \
+         through invoke, ainvoke, invoke_nowait, spmd or a GlobalPtr"
+    )
 }
 
 /// What a reply cell receives.
@@ -287,7 +385,19 @@ pub(crate) fn panic_message(name: &str, p: &thread::ThreadPanic) -> String {
 /// # Panics
 ///
 /// Panics if `f` is not `#[mttl::remote]`, or the call cannot be sent.
+#[track_caller]
 pub fn ainvoke<F, A>(node: Rank, f: F, args: A) -> Pending<F::Output>
+where
+    F: Remote<A>,
+    A: Encode + 'static,
+    F::Output: Encode + Decode<()>,
+{
+    start_call(node, f, args, 0)
+}
+
+/// `ainvoke` with the `INVOKE` flags `flags`.
+#[track_caller]
+fn start_call<F, A>(node: Rank, f: F, args: A, flags: u8) -> Pending<F::Output>
 where
     F: Remote<A>,
     A: Encode + 'static,
@@ -309,8 +419,12 @@ where
     if node == me {
         let target = cell.clone();
         let name = entry.name;
-        thread::spawn(name, move || {
-            let result = thread::catch_panic(|| f.call_local(args));
+        thread::spawn_detached(name, move || {
+            let result = if flags & FATAL != 0 {
+                Ok(f.call_local(args))
+            } else {
+                thread::catch_panic(|| f.call_local(args))
+            };
             target.write(local_reply(result, name));
         });
         return Pending {
@@ -327,7 +441,11 @@ where
     }
     let slot = sync::insert_cell(cell.weak_any(), deliver_reply);
     context::with(|cx| {
-        let header = HeaderBuf::with_capacity(12).u64(entry.id).u32(slot).bytes;
+        let header = HeaderBuf::with_capacity(13)
+            .u64(entry.id)
+            .u32(slot)
+            .u8(flags)
+            .bytes;
         if let Err(e) = cx.post_owned(node, wire::INVOKE, &header, body) {
             cx.fail(
                 &format!(
@@ -345,6 +463,55 @@ where
         name: entry.name,
         _result: PhantomData,
     }
+}
+
+/// Starts `f(args)` on `node` with no reply: `invoke_nowait`'s send (the
+/// caller counts it for its fence; see `nowait`). To this node, `f` runs
+/// in a new local thread, counted here.
+///
+/// # Panics
+///
+/// Panics if `f` is not `#[mttl::remote]`, or its arguments cannot be
+/// encoded.
+#[track_caller]
+pub(crate) fn start_nowait<F, A>(node: Rank, f: F, args: A)
+where
+    F: Remote<A>,
+    A: Encode + 'static,
+{
+    let entry = entry_of::<F>();
+    let me = context::rank();
+    if node == me {
+        let name = entry.name;
+        nowait::started(me);
+        thread::spawn_detached(name, move || {
+            let failure = thread::catch_panic(|| drop(f.call_local(args)))
+                .err()
+                .map(|p| panic_message(name, &p));
+            nowait::finished(me, failure);
+        });
+        return;
+    }
+    let mut body = Vec::new();
+    if let Err(e) = codec::encode_into(&args, &mut body) {
+        panic!("invoke_nowait of {}: {e}", entry.name);
+    }
+    context::with(|cx| {
+        let header = HeaderBuf::with_capacity(13)
+            .u64(entry.id)
+            .u32(NO_REPLY)
+            .u8(0)
+            .bytes;
+        if let Err(e) = cx.post_owned(node, wire::INVOKE, &header, body) {
+            cx.fail(
+                &format!(
+                    "invoke_nowait of {} on rank {node}: {}: {}",
+                    entry.name, e.op, e.kind
+                ),
+                1,
+            );
+        }
+    });
 }
 
 /// Calls `f(args)` on `node` and returns its result; blocks only the
@@ -390,6 +557,10 @@ where
 /// Runs `f(args)` on every node (rank order) and waits for all: the SPMD
 /// pattern of the paper's NPB ports, where node 0's main invokes each task
 /// everywhere. Returns the results by rank.
+///
+/// A task that panics ends the job at once, on its own rank, as `MPI_Abort`
+/// would: the other tasks may be waiting for it in a collective and could
+/// never finish, so nothing waits for them.
 #[track_caller]
 pub fn spmd<F, A>(f: F, args: A) -> Vec<F::Output>
 where
@@ -397,10 +568,17 @@ where
     A: Encode + Clone + 'static,
     F::Output: Encode + Decode<()>,
 {
-    let calls: Vec<_> = (0..context::size())
-        .map(|r| ainvoke(r, f, args.clone()))
-        .collect();
-    calls.into_iter().map(Pending::wait).collect()
+    // Loops, not iterator adapters: a closure would place the wait (in a
+    // deadlock report) and the calls' errors inside the standard library.
+    let mut calls = Vec::with_capacity(context::size());
+    for r in 0..context::size() {
+        calls.push(start_call(r, f, args.clone(), FATAL));
+    }
+    let mut results = Vec::with_capacity(calls.len());
+    for call in calls {
+        results.push(call.wait());
+    }
+    results
 }
 
 /// The service of remote calls: owns `INVOKE` (step 4).
@@ -408,6 +586,15 @@ where
 pub(crate) struct Invoke;
 
 impl Service for Invoke {
+    fn start(_cx: &Context) -> Result<(), String> {
+        nowait::reset();
+        Ok(())
+    }
+
+    fn stop() {
+        nowait::reset();
+    }
+
     #[inline]
     fn owns(kind: Tag) -> bool {
         kind == wire::INVOKE
@@ -415,31 +602,37 @@ impl Service for Invoke {
 
     fn handle(_cx: &mut Context, src: Rank, _kind: Tag, header: &[u8], body: Cow<'_, [u8]>) {
         let mut f = Fields(header);
-        let (id, cell) = (f.u64(), f.u32());
-        serve(src, id, cell, body.into_owned());
+        let (id, cell, flags) = (f.u64(), f.u32(), f.u8());
+        serve(src, id, cell, flags, body.into_owned());
     }
 }
 
 /// Step 4 on the callee's node: run function `id` for `src` in a new
 /// thread and reply into `cell`.
-fn serve(src: Rank, id: u64, cell: u32, args: Vec<u8>) {
+fn serve(src: Rank, id: u64, cell: u32, flags: u8, args: Vec<u8>) {
     let entry = Registry::get().by_id(id);
     let name = entry.map_or("an unknown remote function", |e| e.name);
-    thread::spawn(name, move || {
-        let (status, body) = run_registered(entry, id, &args);
+    if cell == NO_REPLY {
+        nowait::started(src);
+    }
+    thread::spawn_detached(name, move || {
+        let (status, body) = run_registered(entry, id, &args, flags);
         if cell != NO_REPLY {
             sync::write_cell(src, cell, status, &body);
-        } else if status != wire::STATUS_OK {
-            report_line(&format!(
-                "mttl: rank {}: a call from rank {src} failed: {}",
-                context::rank(),
-                String::from_utf8_lossy(&body)
-            ));
+        } else {
+            let failure =
+                (status != wire::STATUS_OK).then(|| String::from_utf8_lossy(&body).into_owned());
+            nowait::finished(src, failure);
         }
     });
 }
 
-fn run_registered(entry: Option<&'static RemoteFn>, id: u64, args: &[u8]) -> (u8, Vec<u8>) {
+fn run_registered(
+    entry: Option<&'static RemoteFn>,
+    id: u64,
+    args: &[u8],
+    flags: u8,
+) -> (u8, Vec<u8>) {
     let me = context::rank();
     let Some(entry) = entry else {
         return (
@@ -458,7 +651,13 @@ fn run_registered(entry: Option<&'static RemoteFn>, id: u64, args: &[u8]) -> (u8
             .into_bytes(),
         );
     };
-    match thread::catch_panic(|| call(args)) {
+    let result = if flags & FATAL != 0 {
+        // A panic unwinds to the thread's root and ends the job from there.
+        Ok(call(args))
+    } else {
+        thread::catch_panic(|| call(args))
+    };
+    match result {
         Ok(Ok(bytes)) => (wire::STATUS_OK, bytes),
         Ok(Err(e)) => (
             wire::STATUS_ERROR,
