@@ -110,45 +110,55 @@
 //! }
 //! ```
 //!
-//! A call that should run without the caller waiting for or seeing its
-//! result is today an `ainvoke` whose `Pending` is dropped; a dedicated
-//! fire-and-forget call is being added, and this paragraph will name it
-//! when it lands.
+//! A call whose result the caller does not need ("update the owner's
+//! shard") is [`invoke_nowait`](crate::invoke_nowait)`(node, f, args)`: it
+//! returns at once, and like an `nwrite` it has completed when this
+//! thread's next [`fence`](crate::fence) or [`barrier`](crate::barrier)
+//! returns; a panic of `f` is reported there (`fence` panics with it,
+//! [`try_fence`](crate::try_fence) returns it).
+//!
+//! `#[mttl::remote]` makes the function's name a constant that calls like
+//! the function and that only `invoke` and its kin accept, so passing a
+//! function without the attribute to `invoke` does not compile ("add
+//! #[mttl::remote] to the function"). One consequence: in a scope that
+//! uses a remote function, no local variable may have its name.
 //!
 //! # 3. Threads, and waiting for them
 //!
 //! [`thread::spawn`](crate::thread::spawn)`(name, f)` starts a thread on
 //! this rank; it runs once the current thread blocks or yields. It returns
-//! a [`ThreadId`](crate::thread::ThreadId), which names the thread but
-//! cannot wait for it. To wait for threads today, have each one say it is
-//! done through a [`SyncCell`](crate::SyncCell), and read the cell once
-//! per thread (a thread's result can travel the same way). A thread still
-//! running when rank 0's main returns is unwound at the job's end: wait
-//! for your threads before main returns.
+//! a [`JoinHandle`](crate::thread::JoinHandle) whose `join` waits for the
+//! thread and gives its value, or the panic that ended it; dropping the
+//! handle detaches the thread. A thread still running when rank 0's main
+//! returns is unwound at the job's end: join your threads before main
+//! returns.
 //!
 //! ```
-//! use mttl::SyncCell;
-//!
 //! let code = mttl::start(|| {
-//!     let done: SyncCell<u64> = SyncCell::new();
-//!     for i in 0..4u64 {
-//!         let done = done.clone();
-//!         mttl::thread::spawn("worker", move || {
-//!             let sum = (0..=i * 1000).sum::<u64>();
-//!             done.write(sum);
-//!         });
-//!     }
-//!     // Waits for the four threads: one value from each, in the order they
-//!     // finish.
-//!     let total: u64 = (0..4).map(|_| done.read()).sum();
+//!     let workers: Vec<_> = (0..4u64)
+//!         .map(|i| mttl::thread::spawn("worker", move || (0..=i * 1000).sum::<u64>()))
+//!         .collect();
+//!     let total: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
 //!     assert_eq!(total, 500_500 + 2_001_000 + 4_501_500);
 //! });
 //! assert_eq!(code, 0);
 //! ```
 //!
-//! Join handles for spawned threads, and scoped threads that may borrow
-//! from the spawning thread, are being added; this section will show them
-//! when they land.
+//! [`thread::scope`](crate::thread::scope) runs threads that may borrow
+//! from the caller, and returns only once every one of them has ended
+//! (also when one panics):
+//!
+//! ```
+//! let code = mttl::start(|| {
+//!     let data = vec![1u64, 2, 3, 4];
+//!     let sums = mttl::thread::scope(|s| {
+//!         let halves: Vec<_> = data.chunks(2).map(|c| s.spawn("half", move || c.iter().sum::<u64>())).collect();
+//!         halves.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+//!     });
+//!     assert_eq!(sums, vec![3, 7]);
+//! });
+//! assert_eq!(code, 0);
+//! ```
 //!
 //! Threads of one rank never run at the same time, so they share data
 //! through `Rc`, `Cell` and `RefCell` (mttl's handles are `!Send`). One

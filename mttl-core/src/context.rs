@@ -116,7 +116,7 @@ pub fn size() -> usize {
     rank_and_size().1
 }
 
-/// The name of the backend in use: `"tcp"` or `"mpi"`.
+/// The name of the backend in use: `"tcp"`, `"mpi"` or `"local"`.
 #[track_caller]
 pub fn backend_name() -> &'static str {
     with(|cx| cx.comm.backend_name())
