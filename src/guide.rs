@@ -119,8 +119,8 @@
 //!
 //! `#[mttl::remote]` makes the function's name a constant that calls like
 //! the function and that only `invoke` and its kin accept, so passing a
-//! function without the attribute to `invoke` does not compile ("add
-//! #[mttl::remote] to the function"). One consequence: in a scope that
+//! function without the attribute to `invoke` does not compile (the error
+//! says to add the attribute). One consequence: in a scope that
 //! uses a remote function, no local variable may have its name.
 //!
 //! # 3. Threads, and waiting for them
