@@ -51,9 +51,11 @@
 //!   before it died still arrives), `probe` and `recv_any` report it at once
 //!   (fail fast rather than hang), and any operation addressed to that peer
 //!   fails. A peer host that vanishes without closing anything is found
-//!   within `MTTL_LINK_TIMEOUT` (25 s): on an idle link by keepalive probes,
-//!   on one with data unacknowledged by looks at its `TCP_INFO` from waits
-//!   and polls that find nothing ([`liveness`]).
+//!   within `MTTL_LINK_TIMEOUT` (25 s) by looks at each link's `TCP_INFO`
+//!   from waits and polls that find nothing: no answer to keepalive probes
+//!   on an idle link (their idle times drawn per link, so that the links
+//!   of hundreds of ranks never probe together), no acknowledgement of data
+//!   sent ([`liveness`]). A few lost probes never fail a link.
 
 mod auth;
 mod bootstrap;
@@ -182,7 +184,7 @@ impl TcpComm {
                     set_send_buffer(&link, bytes).map_err(|e| err(ErrorKind::Io(e)))?;
                 }
                 socket2::SockRef::from(&link)
-                    .set_tcp_keepalive(&liveness.keepalive())
+                    .set_tcp_keepalive(&liveness.keepalive(rank, r))
                     .map_err(|e| err(ErrorKind::Io(e)))?;
                 let mut stream = TcpStream::from_std(link);
                 poll.registry()
@@ -624,7 +626,8 @@ mod tests {
     use super::*;
 
     /// Two ranks join in this process; every link probes its peer when
-    /// silent, as `MTTL_LINK_TIMEOUT` (25 s by default) asks.
+    /// silent, after an idle time of its own (5 to 12 s with
+    /// `MTTL_LINK_TIMEOUT` at 25 s), and leaves the judgement to the rank.
     #[test]
     fn links_probe_a_silent_peer() {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -641,16 +644,19 @@ mod tests {
         let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
         let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
         let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
+        let watch = Liveness::new(Duration::from_secs(25));
         for (c, peer) in [(&comm, 1), (&other, 0)] {
             let link = &c.peers[peer].as_ref().expect("a link to the peer").stream;
             let sock = socket2::SockRef::from(link);
             assert!(sock.keepalive().expect("SO_KEEPALIVE"));
-            assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(10));
+            let idle = sock.tcp_keepalive_time().unwrap();
+            assert_eq!(idle, watch.idle_time(c.rank, peer));
+            assert!((5..=12).contains(&idle.as_secs()), "{idle:?}");
             assert_eq!(
                 sock.tcp_keepalive_interval().unwrap(),
-                Duration::from_secs(5)
+                Duration::from_secs(2)
             );
-            assert_eq!(sock.tcp_keepalive_retries().unwrap(), 3);
+            assert!(sock.tcp_keepalive_retries().unwrap() >= 6);
         }
         let finish = std::thread::spawn(move || other.finish());
         comm.finish().expect("rank 0 finishes");
