@@ -39,6 +39,11 @@
 //!    across at least six probes and TCP's retransmissions, not after three
 //!    lost segments.
 //!
+//! A peer on this rank's own host ([`same_host`]) is not watched at all, and
+//! its link gets no probes: its kernel is this rank's, which closes the
+//! link at once if the peer's process ends, and cannot vanish without this
+//! rank. So a job of hundreds of ranks on one machine sends no probes.
+//!
 //! A host that is alive always answers: its kernel acknowledges data and
 //! probes whatever its program does, so a rank that is busy, stopped, or
 //! not reading (its receive window full: then nothing is unacknowledged,
@@ -140,6 +145,16 @@ impl Liveness {
         }
         self.last_look = now;
         true
+    }
+}
+
+/// Whether `link`'s peer is on this host: its address is this end's own,
+/// or a loopback one. (Ranks on separate hosts, or in separate network
+/// namespaces, have addresses of their own.)
+pub(super) fn same_host(link: &std::net::TcpStream) -> bool {
+    match (link.local_addr(), link.peer_addr()) {
+        (Ok(local), Ok(peer)) => peer.ip() == local.ip() || peer.ip().is_loopback(),
+        _ => false,
     }
 }
 
@@ -290,6 +305,15 @@ mod tests {
         );
         #[cfg(target_os = "linux")]
         assert_eq!(socket.tcp_keepalive_retries().unwrap(), KERNEL_PROBES);
+    }
+
+    #[test]
+    fn a_loopback_link_is_on_this_host() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        assert!(same_host(&client));
+        assert!(same_host(&server));
     }
 
     #[test]

@@ -55,7 +55,9 @@
 //!   from waits and polls that find nothing: no answer to keepalive probes
 //!   on an idle link (their idle times drawn per link, so that the links
 //!   of hundreds of ranks never probe together), no acknowledgement of data
-//!   sent ([`liveness`]). A few lost probes never fail a link.
+//!   sent ([`liveness`]). A few lost probes never fail a link, and a peer
+//!   on this rank's own host is not watched at all: its kernel is this
+//!   one, which closes the link if the peer's process ends.
 
 mod auth;
 mod bootstrap;
@@ -125,6 +127,9 @@ struct Peer {
     /// then likely await an answer (see `TcpComm::reads_directly`).
     read_at_seq: u64,
     state: PeerState,
+    /// Whether the peer is on another host, whose vanishing `liveness`
+    /// watches for.
+    watched: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,9 +188,12 @@ impl TcpComm {
                 if let Some(bytes) = send_buffer {
                     set_send_buffer(&link, bytes).map_err(|e| err(ErrorKind::Io(e)))?;
                 }
-                socket2::SockRef::from(&link)
-                    .set_tcp_keepalive(&liveness.keepalive(rank, r))
-                    .map_err(|e| err(ErrorKind::Io(e)))?;
+                let watched = !liveness::same_host(&link);
+                if watched {
+                    socket2::SockRef::from(&link)
+                        .set_tcp_keepalive(&liveness.keepalive(rank, r))
+                        .map_err(|e| err(ErrorKind::Io(e)))?;
+                }
                 let mut stream = TcpStream::from_std(link);
                 poll.registry()
                     .register(
@@ -204,6 +212,7 @@ impl TcpComm {
                     done_seq: 0,
                     read_at_seq: 0,
                     state: PeerState::Open,
+                    watched,
                 }));
             }
             (Some(poll), peers)
@@ -625,11 +634,10 @@ impl CommTuning for TcpComm {
 mod tests {
     use super::*;
 
-    /// Two ranks join in this process; every link probes its peer when
-    /// silent, after an idle time of its own (5 to 12 s with
-    /// `MTTL_LINK_TIMEOUT` at 25 s), and leaves the judgement to the rank.
+    /// Two ranks join on one host: their links are not probed, its kernel
+    /// being theirs (`liveness::same_host`).
     #[test]
-    fn links_probe_a_silent_peer() {
+    fn links_on_one_host_are_not_probed() {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -644,19 +652,11 @@ mod tests {
         let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
         let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
         let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
-        let watch = Liveness::new(Duration::from_secs(25));
         for (c, peer) in [(&comm, 1), (&other, 0)] {
-            let link = &c.peers[peer].as_ref().expect("a link to the peer").stream;
-            let sock = socket2::SockRef::from(link);
-            assert!(sock.keepalive().expect("SO_KEEPALIVE"));
-            let idle = sock.tcp_keepalive_time().unwrap();
-            assert_eq!(idle, watch.idle_time(c.rank, peer));
-            assert!((5..=12).contains(&idle.as_secs()), "{idle:?}");
-            assert_eq!(
-                sock.tcp_keepalive_interval().unwrap(),
-                Duration::from_secs(2)
-            );
-            assert!(sock.tcp_keepalive_retries().unwrap() >= 6);
+            let p = c.peers[peer].as_ref().expect("a link to the peer");
+            assert!(!p.watched);
+            let sock = socket2::SockRef::from(&p.stream);
+            assert!(!sock.keepalive().expect("SO_KEEPALIVE"));
         }
         let finish = std::thread::spawn(move || other.finish());
         comm.finish().expect("rank 0 finishes");

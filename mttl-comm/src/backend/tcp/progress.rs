@@ -227,7 +227,10 @@ impl TcpComm {
         }
         let limit = self.liveness.limit();
         for (r, slot) in self.peers.iter_mut().enumerate() {
-            let Some(peer) = slot.as_mut().filter(|p| p.state == PeerState::Open) else {
+            let Some(peer) = slot
+                .as_mut()
+                .filter(|p| p.watched && p.state == PeerState::Open)
+            else {
                 continue;
             };
             // A link the kernel cannot describe is left to fail by itself.
