@@ -58,9 +58,28 @@
 //!   sent ([`liveness`]). A few lost probes never fail a link, and a peer
 //!   on this rank's own host is not watched at all: its kernel is this
 //!   one, which closes the link if the peer's process ends.
+//! - **Open files** ([`files`]): the mesh is complete, so a rank holds a
+//!   socket per other rank. Each rank checks its `RLIMIT_NOFILE` before
+//!   connecting, raises the soft limit up to the hard one if that is
+//!   enough, and otherwise fails at once naming the need.
+//!
+//! Why every link is made at start-up, not when first needed (so start-up
+//! time and descriptors grow with N, not with the partners a rank talks
+//! to): the bootstrap's rule that each rank knows exactly whom to expect
+//! and refuses anyone else, and the port guard that refuses every
+//! connection after it, assume the set of links is fixed at start; lazy
+//! links would need the guard to admit authenticated peers for the job's
+//! life, and two ranks connecting to each other at once to settle on one
+//! link. `finish` says goodbye, and `recv_any` reports a lost peer, on
+//! every link: a peer never linked has neither. And a first message would
+//! pay a connection and a handshake on the hot path. That change is worth
+//! making past about a thousand ranks per job; below, the mesh costs
+//! 32,640 connections for 256 ranks (measured start-up: `npb --idle-secs`,
+//! `docs/benchmarks.md`).
 
 mod auth;
 mod bootstrap;
+mod files;
 mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -158,6 +177,7 @@ impl TcpComm {
         }
         let err = |kind| CommError::new(Some(launch.rank), Op::Init, kind);
         super::malloc::keep_freed_memory();
+        files::ensure(launch.size).map_err(|e| err(ErrorKind::Environment(e)))?;
         let timeout = env::connect_timeout()?;
         let (links, guard) =
             bootstrap::connect_mesh(launch, timeout).map_err(|e| err(ErrorKind::Bootstrap(e)))?;
