@@ -8,9 +8,9 @@
 //! failing halfway through the mesh with "too many open files".
 
 /// Descriptors a rank holds besides its links: standard streams, the
-/// listener, the poll, the bootstrap thread's runtime, and a margin for the
-/// program's own files.
-const BESIDES_LINKS: u64 = 64;
+/// listener, the poll, the bootstrap thread's runtime (about ten in all),
+/// and a margin for the program's own files.
+const BESIDES_LINKS: u64 = 32;
 
 /// How many descriptors a rank of a job of `size` ranks needs.
 pub(super) fn needed(size: usize) -> u64 {
@@ -66,17 +66,17 @@ mod tests {
 
     #[test]
     fn the_need_grows_with_the_job() {
-        assert_eq!(needed(2), 66);
-        assert_eq!(needed(256), 320);
+        assert_eq!(needed(2), 34);
+        assert_eq!(needed(256), 288);
         assert!(needed(1000) > 1024);
     }
 
     #[test]
     fn a_refusal_names_the_need_and_the_limits() {
-        let text = refusal(2000, 2064, 1024, 1024);
-        assert!(text.starts_with("a TCP job of 2000 ranks needs about 2064"));
+        let text = refusal(2000, 2032, 1024, 1024);
+        assert!(text.starts_with("a TCP job of 2000 ranks needs about 2032"));
         assert!(text.contains("may open only 1024 (`ulimit -n`; hard limit 1024)"));
-        assert!(text.contains("ulimit -n 2064"));
+        assert!(text.contains("ulimit -n 2032"));
     }
 
     #[cfg(unix)]
