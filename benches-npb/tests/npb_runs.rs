@@ -287,9 +287,26 @@ fn refuses_what_cannot_run() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("power-of-two number of processes, got 3"),
+        stderr.contains("npb cg --class S runs on a power of two of ranks from 1 to 1024"),
         "{stderr}"
     );
+
+    // Every kernel's limit, named with its reason, before anything starts.
+    let out = npb(&["is", "--class", "S", "-n", "256"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "npb is --class S runs on a power of two of ranks from 1 to 128 \
+             (NPB's MAX_PROCS for IS class S), not 256"
+        ),
+        "{stderr}"
+    );
+    let out = npb(&["cg", "-n", "2048"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("from 1 to 1024"), "{stderr}");
+    assert!(stderr.contains("not 2048"), "{stderr}");
 
     let out = npb(&["is", "--class", "D"], &[]);
     assert_eq!(out.status.code(), Some(2));
@@ -304,4 +321,28 @@ fn line_diff_reports_both_kernels() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.lines().any(|l| l.starts_with("CG ")), "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("IS ")), "{stdout}");
+}
+
+/// `--idle-secs`: the kernel runs twice with a pause between, both verify,
+/// and the JSON adds the start-up time, the pause and each rank's peak
+/// memory.
+#[test]
+fn an_idle_pause_reports_start_up_and_memory() {
+    let out = npb(&["is", "-n", "2", "--idle-secs", "1", "--json"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    assert_eq!(v["verified"], true, "{v}");
+    assert_eq!(v["idle_seconds"], 1, "{v}");
+    let startup = v["startup_seconds"].as_f64().expect("start-up timed");
+    assert!(startup > 0.0 && startup < 60.0, "{v}");
+    let (max, mean) = (
+        v["rank_peak_kib_max"].as_u64().expect("peak memory"),
+        v["rank_peak_kib_mean"].as_u64().expect("mean memory"),
+    );
+    assert!(max >= mean && mean > 100, "{v}");
 }

@@ -288,7 +288,8 @@ pub fn tcp_send_buffer() -> Result<Option<usize>, CommError> {
 }
 
 /// The shortest `MTTL_LINK_TIMEOUT`: keepalive probes are timed in whole
-/// seconds, and three must fit after at least a second of silence.
+/// seconds, and a link's first comes after at least a second of silence,
+/// with three more before the limit.
 pub const LINK_TIMEOUT_MIN: u64 = 5;
 
 /// `MTTL_LINK_TIMEOUT`: how long a TCP link may show no sign of life from

@@ -125,7 +125,7 @@ fn scenario(test: &str, mode: &str) {
     let text = describe(&out);
     assert_eq!(out.status.code(), Some(SAW_IT), "{text}");
     let expected = match mode {
-        "idle" => "Connection timed out",
+        "idle" => "its host has answered no keepalive probe",
         _ => "its host has acknowledged nothing sent to it",
     };
     assert!(

@@ -3,8 +3,20 @@
 //!
 //! ```text
 //! npb cg --class B -n 2 [--backend tcp|mpi] [--variant mttl|mpi] [--json]
+//!        [--idle-secs S]
 //! npb --line-diff
 //! ```
+//!
+//! Each kernel runs on a power of two of ranks up to its class's limit
+//! ([`RankLimit`]: 128 for IS class S, 1024 otherwise); `npb` refuses any
+//! other count before it launches anything.
+//!
+//! With `--idle-secs S` (mttl variant), the kernel runs twice with `S`
+//! seconds of silence between, every rank idle, as a job that pauses
+//! between phases: both runs must verify, and the report (of the second)
+//! adds the job's start-up time and each rank's peak memory
+//! ([`footprint`]). A many-rank job that keeps its links through the pause
+//! is the test of `MTTL_LINK_TIMEOUT`'s liveness checks.
 //!
 //! How a run starts:
 //!
@@ -25,9 +37,12 @@
 //! (`mttl stats rank R: ...`).
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use benches_npb::npb::cg::CgGrid;
-use benches_npb::npb::drivers::{self, line_diff, DriverError, Kernel, Outcome, Variant};
+use benches_npb::npb::drivers::{
+    self, footprint, line_diff, DriverError, Kernel, Outcome, RankLimit, Variant,
+};
 use benches_npb::npb::is::check_procs;
 use benches_npb::npb::Class;
 use clap::Parser;
@@ -74,6 +89,11 @@ struct Cli {
     #[arg(long)]
     json: bool,
 
+    /// Run the kernel twice with this many seconds of silence between
+    /// (mttl variant); report start-up time and each rank's peak memory.
+    #[arg(long, value_name = "S")]
+    idle_secs: Option<u64>,
+
     /// Print how many lines differ between the two variants of each kernel,
     /// and exit.
     #[arg(long)]
@@ -89,6 +109,8 @@ enum NpbError {
     NoMpi,
     #[error("the mpi variant cannot run in a TCP job; start it with mpirun or `--backend mpi`")]
     MpiVariantInTcpJob,
+    #[error("--idle-secs is for the mttl variant")]
+    IdleMpiVariant,
     #[error("--backend {asked} was asked for, but this job runs on {actual}")]
     BackendMismatch { asked: BackendKind, actual: String },
     #[error(transparent)]
@@ -151,6 +173,9 @@ fn run(cli: Cli) -> Result<i32, NpbError> {
     if backend == BackendKind::Mpi && !cfg!(feature = "mpi") {
         return Err(NpbError::NoMpi);
     }
+    if cli.idle_secs.is_some() && cli.variant == Variant::Mpi {
+        return Err(NpbError::IdleMpiVariant);
+    }
     if !in_job() && (np.is_some() || backend == BackendKind::Mpi) {
         let np = np.unwrap_or(1);
         check_job(kernel, cli.class, np)?;
@@ -162,13 +187,14 @@ fn run(cli: Cli) -> Result<i32, NpbError> {
                 return Err(NpbError::MpiVariantInTcpJob);
             }
             let outcome = run_mpi(kernel, cli.class, np)?;
-            Ok(outcome.map_or(0, |o| finish(&o, cli.json)))
+            Ok(outcome.map_or(0, |o| finish(&o, None, cli.json)))
         }
         Variant::Mttl => {
             let (class, json, asked) = (cli.class, cli.json, cli.backend);
+            let idle = cli.idle_secs.map(Duration::from_secs);
             Ok(mttl::start(move || {
-                match run_mttl(kernel, class, np, asked) {
-                    Ok(outcome) => finish(&outcome, json),
+                match run_mttl(kernel, class, np, asked, idle) {
+                    Ok((outcome, facts)) => finish(&outcome, facts.as_ref(), json),
                     Err(e) => {
                         eprintln!("npb: {e}");
                         i32::from(USAGE)
@@ -179,8 +205,10 @@ fn run(cli: Cli) -> Result<i32, NpbError> {
     }
 }
 
-/// Refuses, before launching, a job size the kernel cannot run on.
+/// Refuses, before launching, a job size the kernel cannot run on: past its
+/// rank limit ([`RankLimit`]), or one its class's tables cannot lay out.
 fn check_job(kernel: Kernel, class: Class, np: usize) -> Result<(), DriverError> {
+    RankLimit::of(kernel, class).check(np)?;
     match kernel {
         Kernel::Cg => CgGrid::new(class.cg().na, np, 0).map(drop)?,
         Kernel::Is => check_procs(&class.is()?, np)?,
@@ -194,16 +222,31 @@ fn launch_self(np: usize, backend: BackendKind) -> Result<i32, NpbError> {
     let program = std::env::current_exe().map_err(NpbError::CurrentExe)?;
     let mut spec = JobSpec::new(np, program).args(std::env::args_os().skip(1));
     spec.backend = backend;
+    spec.extra_env
+        .push((footprint::LAUNCHED_AT.into(), footprint::launch_stamp()));
     Ok(launch::run(&spec)?.exit_code)
 }
 
-/// The `mttl` variant, as node 0's main.
+/// What a run with `--idle-secs` reports besides NPB's figures.
+#[derive(Debug)]
+struct JobFacts {
+    /// From launch until every rank answered (a job `npb` launched).
+    startup: Option<Duration>,
+    /// The silence between the two runs.
+    idle: Duration,
+    /// Every rank's peak resident memory, KiB.
+    peak_kib: Vec<u64>,
+}
+
+/// The `mttl` variant, as node 0's main; with `idle`, twice with that
+/// silence between (see the module doc).
 fn run_mttl(
     kernel: Kernel,
     class: Class,
     np: Option<usize>,
     asked: Option<BackendKind>,
-) -> Result<Outcome, NpbError> {
+    idle: Option<Duration>,
+) -> Result<(Outcome, Option<JobFacts>), NpbError> {
     let actual = mttl::backend_name();
     if let Some(asked) = asked.filter(|b| b.to_string() != actual) {
         return Err(NpbError::BackendMismatch {
@@ -211,10 +254,32 @@ fn run_mttl(
             actual: actual.to_owned(),
         });
     }
-    Ok(match kernel {
-        Kernel::Cg => drivers::cg_mttl::run(class, np)?,
-        Kernel::Is => drivers::is_mttl::run(class, np)?,
-    })
+    let startup = idle.and_then(|_| {
+        footprint::all_ranks_answer();
+        footprint::since_launch()
+    });
+    let run = || -> Result<Outcome, NpbError> {
+        Ok(match kernel {
+            Kernel::Cg => drivers::cg_mttl::run(class, np)?,
+            Kernel::Is => drivers::is_mttl::run(class, np)?,
+        })
+    };
+    let first = run()?;
+    let Some(idle) = idle else {
+        return Ok((first, None));
+    };
+    if !first.verified {
+        return Ok((first, None));
+    }
+    // Every other rank waits in its message handler meanwhile.
+    std::thread::sleep(idle);
+    let second = run()?;
+    let facts = JobFacts {
+        startup,
+        idle,
+        peak_kib: footprint::peak_memory_by_rank(),
+    };
+    Ok((second, Some(facts)))
 }
 
 /// The `mpi` variant, as one process of an MPI job; rank 0 gets the outcome.
@@ -231,12 +296,36 @@ fn run_mpi(_: Kernel, _: Class, _: Option<usize>) -> Result<Option<Outcome>, Npb
     Err(NpbError::NoMpi)
 }
 
-/// Prints the outcome and returns the exit status.
-fn finish(outcome: &Outcome, json: bool) -> i32 {
+/// Prints the outcome (and `facts`) and returns the exit status.
+fn finish(outcome: &Outcome, facts: Option<&JobFacts>, json: bool) -> i32 {
+    let peak = facts.map(|f| {
+        let max = f.peak_kib.iter().copied().max().unwrap_or(0);
+        let mean = f.peak_kib.iter().sum::<u64>() / f.peak_kib.len().max(1) as u64;
+        (max, mean)
+    });
     if json {
-        println!("{}", outcome.to_json());
+        let mut v = outcome.to_json();
+        if let (Some(f), Some((max, mean))) = (facts, peak) {
+            v["startup_seconds"] = serde_json::json!(f.startup.map(|d| d.as_secs_f64()));
+            v["idle_seconds"] = serde_json::json!(f.idle.as_secs());
+            v["rank_peak_kib_max"] = serde_json::json!(max);
+            v["rank_peak_kib_mean"] = serde_json::json!(mean);
+        }
+        println!("{v}");
     } else {
         outcome.print();
+        if let (Some(f), Some((max, mean))) = (facts, peak) {
+            match f.startup {
+                Some(d) => println!(" Start-up (s)    = {:>24.3}", d.as_secs_f64()),
+                None => println!(" Start-up (s)    = {:>24}", "not launched by npb"),
+            }
+            println!(" Idle between (s)= {:>24}", f.idle.as_secs());
+            println!(
+                " Peak KiB/rank   = {:>24}",
+                format!("max {max}, mean {mean}")
+            );
+            println!();
+        }
     }
     outcome.exit_code()
 }

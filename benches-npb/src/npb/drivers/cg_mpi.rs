@@ -15,7 +15,7 @@ use mpi::traits::*;
 
 use super::error::{check_size, DriverError};
 use super::mpi_counts::MpiCounts;
-use super::report::{Outcome, Variant};
+use super::report::{Kernel, Outcome, Variant};
 use crate::npb::cg::{CgComm, CgIteration, CgRank, Exchange};
 use crate::npb::Class;
 
@@ -76,7 +76,7 @@ pub fn run(class: Class, np: Option<usize>) -> Result<Option<Outcome>, DriverErr
     let universe = mpi::initialize().ok_or(DriverError::MpiInit)?;
     let world = universe.world();
     let (me, nprocs) = (world.rank() as usize, world.size() as usize);
-    check_size(np, nprocs)?;
+    check_size(Kernel::Cg, class, np, nprocs)?;
     let (mut rank, setup) = cg_init(class, nprocs, me)?;
     let mut comm = MpiCg {
         world,

@@ -40,7 +40,7 @@ use std::time::Instant;
 use mttl::{GlobalArray, GlobalPtr};
 
 use super::error::{check_size, DriverError};
-use super::report::{Outcome, Variant};
+use super::report::{Kernel, Outcome, Variant};
 use crate::npb::cg::kernels::add_assign;
 use crate::npb::cg::{CgComm, CgGrid, CgIteration, CgRank, Exchange, MAX_ROW_SUM};
 use crate::npb::Class;
@@ -204,7 +204,7 @@ fn cg_kernel(landings: Vec<GlobalPtr<f64>>) -> (Vec<(f64, f64)>, f64) {
 /// Runs CG on this mttl job: node 0's main.
 pub fn run(class: Class, np: Option<usize>) -> Result<Outcome, DriverError> {
     let nprocs = mttl::size();
-    check_size(np, nprocs)?;
+    check_size(Kernel::Cg, class, np, nprocs)?;
     CgGrid::new(class.cg().na, nprocs, 0)?;
     let inits = mttl::spmd(cg_init, (class.letter(),));
     let landings = inits.iter().map(|&(ptr, _)| ptr).collect();

@@ -1,8 +1,10 @@
 //! Why a driver cannot run.
 
+use super::limits::{RankLimit, TooManyRanks};
+use super::report::Kernel;
 use crate::npb::cg::GridError;
 use crate::npb::is::IsError;
-use crate::npb::ClassError;
+use crate::npb::{Class, ClassError};
 
 /// Why a benchmark driver cannot run on this job.
 #[derive(Debug, thiserror::Error)]
@@ -16,6 +18,9 @@ pub enum DriverError {
     /// IS cannot run on this job.
     #[error(transparent)]
     Is(#[from] IsError),
+    /// The kernel does not run on this many ranks.
+    #[error(transparent)]
+    Ranks(#[from] TooManyRanks),
     /// The job is not the size `-n` asked for.
     #[error("-n asked for {asked} processes but the job has {actual}")]
     SizeMismatch {
@@ -29,8 +34,15 @@ pub enum DriverError {
     MpiInit,
 }
 
-/// Checks the job's size against `-n`, if given.
-pub(crate) fn check_size(asked: Option<usize>, actual: usize) -> Result<(), DriverError> {
+/// Checks the job's size against the kernel's limit ([`RankLimit`]) and
+/// against `-n`, if given.
+pub(crate) fn check_size(
+    kernel: Kernel,
+    class: Class,
+    asked: Option<usize>,
+    actual: usize,
+) -> Result<(), DriverError> {
+    RankLimit::of(kernel, class).check(actual)?;
     match asked {
         Some(asked) if asked != actual => Err(DriverError::SizeMismatch { asked, actual }),
         _ => Ok(()),

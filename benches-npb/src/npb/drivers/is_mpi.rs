@@ -17,7 +17,7 @@ use mpi::traits::*;
 
 use super::error::{check_size, DriverError};
 use super::mpi_counts::MpiCounts;
-use super::report::{report_failures, Outcome, Variant};
+use super::report::{report_failures, Kernel, Outcome, Variant};
 use crate::npb::class::{IsParams, IS_ITERATIONS};
 use crate::npb::is::{key_buffer_len, IsComm, IsRank};
 use crate::npb::Class;
@@ -137,7 +137,7 @@ pub fn run(class: Class, np: Option<usize>) -> Result<Option<Outcome>, DriverErr
     let universe = mpi::initialize().ok_or(DriverError::MpiInit)?;
     let world = universe.world();
     let (me, nprocs) = (world.rank() as usize, world.size() as usize);
-    check_size(np, nprocs)?;
+    check_size(Kernel::Is, class, np, nprocs)?;
     let (mut rank, keys, setup) = is_init(params, nprocs, me)?;
     let mut comm = MpiIs {
         world,

@@ -26,7 +26,7 @@ use std::time::Instant;
 use mttl::{GlobalArray, GlobalObject, GlobalPtr, GlobalRef};
 
 use super::error::{check_size, DriverError};
-use super::report::{report_failures, Outcome, Variant};
+use super::report::{report_failures, Kernel, Outcome, Variant};
 use crate::npb::class::IS_ITERATIONS;
 use crate::npb::is::{check_procs, key_buffer_len, IsComm, IsRank};
 use crate::npb::Class;
@@ -155,7 +155,7 @@ fn is_kernel(boundaries: Vec<GlobalPtr<i32>>) -> (usize, f64) {
 pub fn run(class: Class, np: Option<usize>) -> Result<Outcome, DriverError> {
     let params = class.is()?;
     let nprocs = mttl::size();
-    check_size(np, nprocs)?;
+    check_size(Kernel::Is, class, np, nprocs)?;
     check_procs(&params, nprocs)?;
     let inits = mttl::spmd(is_init, (class.letter(),));
     let boundaries = inits.iter().map(|&(ptr, _)| ptr).collect();

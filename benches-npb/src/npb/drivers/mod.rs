@@ -26,13 +26,16 @@
 pub mod cg_mpi;
 pub mod cg_mttl;
 mod error;
+pub mod footprint;
 #[cfg(feature = "mpi")]
 pub mod is_mpi;
 pub mod is_mttl;
+pub mod limits;
 pub mod line_diff;
 #[cfg(feature = "mpi")]
 mod mpi_counts;
 pub mod report;
 
 pub use error::DriverError;
+pub use limits::{RankLimit, TooManyRanks};
 pub use report::{Check, Kernel, Outcome, Variant};

@@ -51,12 +51,35 @@
 //!   before it died still arrives), `probe` and `recv_any` report it at once
 //!   (fail fast rather than hang), and any operation addressed to that peer
 //!   fails. A peer host that vanishes without closing anything is found
-//!   within `MTTL_LINK_TIMEOUT` (25 s): on an idle link by keepalive probes,
-//!   on one with data unacknowledged by looks at its `TCP_INFO` from waits
-//!   and polls that find nothing ([`liveness`]).
+//!   within `MTTL_LINK_TIMEOUT` (25 s) by looks at each link's `TCP_INFO`
+//!   from waits and polls that find nothing: no answer to keepalive probes
+//!   on an idle link (their idle times drawn per link, so that the links
+//!   of hundreds of ranks never probe together), no acknowledgement of data
+//!   sent ([`liveness`]). A few lost probes never fail a link, and a peer
+//!   on this rank's own host is not watched at all: its kernel is this
+//!   one, which closes the link if the peer's process ends.
+//! - **Open files** ([`files`]): the mesh is complete, so a rank holds a
+//!   socket per other rank. Each rank checks its `RLIMIT_NOFILE` before
+//!   connecting, raises the soft limit up to the hard one if that is
+//!   enough, and otherwise fails at once naming the need.
+//!
+//! Why every link is made at start-up, not when first needed (so start-up
+//! time and descriptors grow with N, not with the partners a rank talks
+//! to): the bootstrap's rule that each rank knows exactly whom to expect
+//! and refuses anyone else, and the port guard that refuses every
+//! connection after it, assume the set of links is fixed at start; lazy
+//! links would need the guard to admit authenticated peers for the job's
+//! life, and two ranks connecting to each other at once to settle on one
+//! link. `finish` says goodbye, and `recv_any` reports a lost peer, on
+//! every link: a peer never linked has neither. And a first message would
+//! pay a connection and a handshake on the hot path. That change is worth
+//! making past about a thousand ranks per job; below, the mesh costs
+//! 32,640 connections for 256 ranks (measured start-up: `npb --idle-secs`,
+//! `docs/benchmarks.md`).
 
 mod auth;
 mod bootstrap;
+mod files;
 mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -125,6 +148,9 @@ struct Peer {
     /// then likely await an answer (see `TcpComm::reads_directly`).
     read_at_seq: u64,
     state: PeerState,
+    /// Whether the peer is on another host, whose vanishing `liveness`
+    /// watches for.
+    watched: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,6 +179,7 @@ impl TcpComm {
         }
         let err = |kind| CommError::new(Some(launch.rank), Op::Init, kind);
         super::malloc::keep_freed_memory();
+        files::ensure(launch.size).map_err(|e| err(ErrorKind::Environment(e)))?;
         let timeout = env::connect_timeout()?;
         let (links, guard) =
             bootstrap::connect_mesh(launch, timeout).map_err(|e| err(ErrorKind::Bootstrap(e)))?;
@@ -183,9 +210,12 @@ impl TcpComm {
                 if let Some(bytes) = send_buffer {
                     set_send_buffer(&link, bytes).map_err(|e| err(ErrorKind::Io(e)))?;
                 }
-                socket2::SockRef::from(&link)
-                    .set_tcp_keepalive(&liveness.keepalive())
-                    .map_err(|e| err(ErrorKind::Io(e)))?;
+                let watched = !liveness::same_host(&link);
+                if watched {
+                    socket2::SockRef::from(&link)
+                        .set_tcp_keepalive(&liveness.keepalive(rank, r))
+                        .map_err(|e| err(ErrorKind::Io(e)))?;
+                }
                 let mut stream = TcpStream::from_std(link);
                 poll.registry()
                     .register(
@@ -204,6 +234,7 @@ impl TcpComm {
                     done_seq: 0,
                     read_at_seq: 0,
                     state: PeerState::Open,
+                    watched,
                 }));
             }
             (Some(poll), peers)
@@ -625,41 +656,40 @@ impl CommTuning for TcpComm {
 mod tests {
     use super::*;
 
-    /// Two ranks join in this process; every link probes its peer when
-    /// silent, as `MTTL_LINK_TIMEOUT` (25 s by default) asks.
+    /// Two ranks join on one host: their links are not probed, its kernel
+    /// being theirs (`liveness::same_host`).
     #[test]
-    fn links_probe_a_silent_peer() {
+    fn links_on_one_host_are_not_probed() {
         // Joining and finishing read frames: a reader stuck in a loop
         // fails the test rather than hanging it.
-        test_deadline::within("links_probe_a_silent_peer", Duration::from_secs(60), || {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("a free port")
-                .port();
-            let launch = move |rank| TcpLaunch {
-                rank,
-                size: 2,
-                root: format!("127.0.0.1:{port}"),
-                secret: [7; crate::env::SECRET_LEN],
-                bind_any: false,
-            };
-            let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
-            let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
-            let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
-            for (c, peer) in [(&comm, 1), (&other, 0)] {
-                let link = &c.peers[peer].as_ref().expect("a link to the peer").stream;
-                let sock = socket2::SockRef::from(link);
-                assert!(sock.keepalive().expect("SO_KEEPALIVE"));
-                assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(10));
-                assert_eq!(
-                    sock.tcp_keepalive_interval().unwrap(),
-                    Duration::from_secs(5)
-                );
-                assert_eq!(sock.tcp_keepalive_retries().unwrap(), 3);
-            }
-            let finish = std::thread::spawn(move || other.finish());
-            comm.finish().expect("rank 0 finishes");
-            finish.join().expect("rank 1 ran").expect("rank 1 finishes");
-        });
+        test_deadline::within(
+            "links_on_one_host_are_not_probed",
+            Duration::from_secs(60),
+            || {
+                let port = std::net::TcpListener::bind("127.0.0.1:0")
+                    .and_then(|l| l.local_addr())
+                    .expect("a free port")
+                    .port();
+                let launch = move |rank| TcpLaunch {
+                    rank,
+                    size: 2,
+                    root: format!("127.0.0.1:{port}"),
+                    secret: [7; crate::env::SECRET_LEN],
+                    bind_any: false,
+                };
+                let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
+                let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
+                let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
+                for (c, peer) in [(&comm, 1), (&other, 0)] {
+                    let p = c.peers[peer].as_ref().expect("a link to the peer");
+                    assert!(!p.watched);
+                    let sock = socket2::SockRef::from(&p.stream);
+                    assert!(!sock.keepalive().expect("SO_KEEPALIVE"));
+                }
+                let finish = std::thread::spawn(move || other.finish());
+                comm.finish().expect("rank 0 finishes");
+                finish.join().expect("rank 1 ran").expect("rank 1 finishes");
+            },
+        );
     }
 }

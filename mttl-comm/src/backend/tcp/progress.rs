@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use mio::Events;
 
 use super::frame::{Frame, FrameKind, ReadError};
-use super::liveness;
+use super::liveness::LinkSigns;
 use super::{Peer, PeerState, TcpComm};
 use crate::comm::{Message, Rank};
 use crate::error::{CommError, ErrorKind, Op};
@@ -218,26 +218,37 @@ impl TcpComm {
     }
 
     /// While parked, or polling and finding nothing, at most once per
-    /// [`liveness::Liveness::interval`]: fails every open link that has had data
-    /// unacknowledged, and no acknowledgement at all, for `MTTL_LINK_TIMEOUT`
-    /// (see [`liveness`]).
+    /// [`Liveness::interval`](super::liveness::Liveness::interval): fails every open link whose peer's
+    /// host has shown no sign of life it owed for `MTTL_LINK_TIMEOUT` (see
+    /// [`liveness`]).
     pub(super) fn check_links(&mut self) {
         if !self.liveness.due(Instant::now()) {
             return;
         }
         let limit = self.liveness.limit();
         for (r, slot) in self.peers.iter_mut().enumerate() {
-            let Some(peer) = slot.as_mut().filter(|p| p.state == PeerState::Open) else {
+            let Some(peer) = slot
+                .as_mut()
+                .filter(|p| p.watched && p.state == PeerState::Open)
+            else {
                 continue;
             };
             // A link the kernel cannot describe is left to fail by itself.
-            let Ok(Some(silent)) = liveness::unanswered_for(peer.stream.as_raw_fd()) else {
+            let Ok(Some(signs)) = LinkSigns::of(peer.stream.as_raw_fd()) else {
+                continue;
+            };
+            let Some(silent) = signs.silence() else {
                 continue;
             };
             if silent >= limit {
+                let owed = if signs.unacked {
+                    "acknowledged nothing sent to it"
+                } else {
+                    "answered no keepalive probe and sent nothing"
+                };
                 let why = format!(
-                    "its host has acknowledged nothing sent to it for {} s \
-                     (MTTL_LINK_TIMEOUT is {} s): it is down or cut off from this one",
+                    "its host has {owed} for {} s (MTTL_LINK_TIMEOUT is {} s): \
+                     it is down or cut off from this one",
                     silent.as_secs(),
                     limit.as_secs()
                 );
