@@ -54,6 +54,7 @@ fn tcp_sweep_reports_positive_figures_for_every_metric() {
                 "invoke_local",
                 "invoke_remote",
                 "ainvoke",
+                "invoke_nowait",
                 "barrier",
             ],
         ),
