@@ -652,6 +652,27 @@ impl CommTuning for TcpComm {
     }
 }
 
+/// Two ranks of a job of two, joined in this process over loopback (for
+/// tests).
+#[cfg(test)]
+fn two_ranks_in_this_process() -> (TcpComm, TcpComm) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let launch = move |rank| TcpLaunch {
+        rank,
+        size: 2,
+        root: format!("127.0.0.1:{port}"),
+        secret: [3; crate::env::SECRET_LEN],
+        bind_any: false,
+    };
+    let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
+    let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
+    let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
+    (comm, other)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -666,20 +687,7 @@ mod tests {
             "links_on_one_host_are_not_probed",
             Duration::from_secs(60),
             || {
-                let port = std::net::TcpListener::bind("127.0.0.1:0")
-                    .and_then(|l| l.local_addr())
-                    .expect("a free port")
-                    .port();
-                let launch = move |rank| TcpLaunch {
-                    rank,
-                    size: 2,
-                    root: format!("127.0.0.1:{port}"),
-                    secret: [7; crate::env::SECRET_LEN],
-                    bind_any: false,
-                };
-                let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
-                let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
-                let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
+                let (comm, other) = two_ranks_in_this_process();
                 for (c, peer) in [(&comm, 1), (&other, 0)] {
                     let p = c.peers[peer].as_ref().expect("a link to the peer");
                     assert!(!p.watched);

@@ -371,7 +371,6 @@ mod tests {
     use super::super::frame::Header;
     use super::super::test_deadline::within;
     use super::*;
-    use crate::env::TcpLaunch;
 
     /// How long a link of these tests may take to deliver: loopback
     /// delivers at once, so running out means nothing will come.
@@ -383,21 +382,7 @@ mod tests {
 
     /// Two ranks of a job, joined in this process.
     fn two_ranks() -> (TcpComm, TcpComm) {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let launch = move |rank| TcpLaunch {
-            rank,
-            size: 2,
-            root: format!("127.0.0.1:{port}"),
-            secret: [3; crate::env::SECRET_LEN],
-            bind_any: false,
-        };
-        let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
-        let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
-        let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
-        (comm, other)
+        super::super::two_ranks_in_this_process()
     }
 
     /// Calls `look` until it returns true, failing with `what` after
