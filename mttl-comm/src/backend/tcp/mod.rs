@@ -126,6 +126,15 @@ pub struct TcpComm {
     paused: Vec<Rank>,
     /// The link whose paused payload `recv_from_into` is reading in place.
     placing: Option<Rank>,
+    /// Set while a blocking send waits (see
+    /// `sends::HELD_WHILE_SENDING`).
+    sending: bool,
+    /// Set by a blocking send that wrote nothing for its allowed stall:
+    /// the next look reads on past one large payload per held link.
+    stalled: bool,
+    /// Set by `progress` for its look: links stopped at a large payload
+    /// stay stopped, since a blocking send waits and enough is held.
+    hold_paused: bool,
     self_seq: u64,
     guard: Option<bootstrap::Guard>,
     /// Finds peer hosts that vanished (`liveness`).
@@ -253,6 +262,9 @@ impl TcpComm {
             lost: None,
             paused: Vec::new(),
             placing: None,
+            sending: false,
+            stalled: false,
+            hold_paused: false,
             self_seq: 0,
             guard,
             liveness,
@@ -656,21 +668,39 @@ impl CommTuning for TcpComm {
 /// tests).
 #[cfg(test)]
 fn two_ranks_in_this_process() -> (TcpComm, TcpComm) {
+    let mut ranks = ranks_in_this_process(2);
+    let other = ranks.pop().expect("rank 1");
+    (ranks.pop().expect("rank 0"), other)
+}
+
+/// The `size` ranks of a job, joined in this process over loopback, in
+/// rank order (for tests).
+#[cfg(test)]
+fn ranks_in_this_process(size: usize) -> Vec<TcpComm> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
     let launch = move |rank| TcpLaunch {
         rank,
-        size: 2,
+        size,
         root: format!("127.0.0.1:{port}"),
         secret: [3; crate::env::SECRET_LEN],
         bind_any: false,
     };
-    let other = std::thread::spawn(move || TcpComm::connect(&launch(1)));
-    let comm = TcpComm::connect(&launch(0)).expect("rank 0 joins");
-    let other = other.join().expect("rank 1 ran").expect("rank 1 joins");
-    (comm, other)
+    let others: Vec<_> = (1..size)
+        .map(|r| std::thread::spawn(move || TcpComm::connect(&launch(r))))
+        .collect();
+    let mut ranks = vec![TcpComm::connect(&launch(0)).expect("rank 0 joins")];
+    for (r, other) in others.into_iter().enumerate() {
+        ranks.push(
+            other
+                .join()
+                .expect("a rank ran")
+                .unwrap_or_else(|e| panic!("rank {} joins: {e}", r + 1)),
+        );
+    }
+    ranks
 }
 
 #[cfg(test)]

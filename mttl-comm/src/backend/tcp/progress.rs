@@ -33,8 +33,20 @@ impl TcpComm {
     /// Returns how many links were ready: 0 means nothing happened.
     pub(super) fn progress(&mut self, wait: Option<Duration>) -> Result<usize, io::Error> {
         // Links stopped at a large payload go on: whoever wanted it in
-        // place would have taken it before anything else.
-        let resumed = self.resume_paused();
+        // place would have taken it before anything else. Unless a
+        // blocking send waits and enough is held already: see
+        // `sends::HELD_WHILE_SENDING`.
+        let hold = self.sending && {
+            let held: usize = self.incoming.iter().map(|m| m.data.len()).sum();
+            held >= super::sends::HELD_WHILE_SENDING
+        };
+        self.hold_paused = hold && !std::mem::take(&mut self.stalled);
+        let resumed = if self.hold_paused {
+            0
+        } else {
+            self.resume_paused()
+        };
+        self.hold_paused = hold;
         let wait = if resumed > 0 {
             Some(Duration::ZERO)
         } else {
@@ -81,18 +93,22 @@ impl TcpComm {
     }
 
     /// Reads on, into vectors, every link stopped at a large payload but
-    /// the one being placed; returns how many there were.
+    /// the one being placed, each to its next large payload (one look
+    /// takes one payload per link: a look during a blocking send that
+    /// reads on past the bound of `sends::HELD_WHILE_SENDING` must not
+    /// take all that waits); returns how many there were.
     fn resume_paused(&mut self) -> usize {
+        let links = std::mem::take(&mut self.paused);
         let mut resumed = 0;
-        let mut i = 0;
-        while i < self.paused.len() {
-            let r = self.paused[i];
+        for r in links {
             if self.placing == Some(r) {
-                i += 1;
+                if !self.paused.contains(&r) {
+                    self.paused.push(r);
+                }
                 continue;
             }
-            self.paused.swap_remove(i);
-            // Reading resumes it (and may stop at the next one).
+            // Reading resumes it (and may stop at the next one, which
+            // notes it again).
             self.read_peer(r, false);
             resumed += 1;
         }
@@ -113,6 +129,7 @@ impl TcpComm {
             lost,
             paused,
             placing,
+            hold_paused,
             ..
         } = self;
         let Some(peer) = peers.get_mut(r).and_then(Option::as_mut) else {
@@ -123,6 +140,13 @@ impl TcpComm {
             PeerState::Closed | PeerState::Lost(_) | PeerState::Malformed(_)
         ) || *placing == Some(r)
         {
+            return false;
+        }
+        if *hold_paused && peer.reader.paused().is_some() {
+            // Stays stopped; noted, so that a later look resumes it.
+            if !paused.contains(&r) {
+                paused.push(r);
+            }
             return false;
         }
         let before = peer.reader.bytes_read();

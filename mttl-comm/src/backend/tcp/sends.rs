@@ -18,6 +18,28 @@ use crate::error::{CommError, Op};
 /// How many frames one `writev` gathers at most.
 const MAX_GATHER: usize = 32;
 
+/// While a blocking send waits for socket space, it reads every link, so
+/// that two ranks sending to each other both go on (the contract's
+/// progress rule). What it reads is held in memory until the caller's own
+/// loop takes it: a large payload that the loop would have placed where it
+/// belongs (`recv_from_into`) is held in a vector of its own instead. Had
+/// the destination stopped reading for long (a process descheduled on a
+/// loaded machine), a rank writing 1 MiB bodies in a loop to it while its
+/// own predecessor does the same held 180 MiB of them. So once this many
+/// bytes are held, links stopped at a large payload stay stopped. When the
+/// send has written nothing for [`SEND_STALL`], they are read on to their
+/// next large payload, which keeps a ring of such senders from waiting on
+/// each other for ever; the stall allowed doubles after each such look (up
+/// to [`MAX_SEND_STALL`]) until the send is over, so a destination that
+/// merely reads late costs a few payloads, not one per stall.
+pub(super) const HELD_WHILE_SENDING: usize = 16 << 20;
+
+/// See [`HELD_WHILE_SENDING`].
+const SEND_STALL: Duration = Duration::from_millis(20);
+
+/// See [`HELD_WHILE_SENDING`].
+const MAX_SEND_STALL: Duration = Duration::from_secs(1);
+
 #[derive(Debug)]
 pub(super) struct OutFrame {
     header: [u8; HEADER_LEN],
@@ -126,9 +148,27 @@ impl TcpComm {
         header: &[u8; HEADER_LEN],
         data: &[u8],
     ) -> Result<(), CommError> {
+        let sent = self.write_direct_holding(op, dest, header, data);
+        self.sending = false;
+        self.stalled = false;
+        self.hold_paused = false;
+        sent
+    }
+
+    /// [`write_direct`](Self::write_direct), which clears `sending`,
+    /// `stalled` and `hold_paused` after.
+    fn write_direct_holding(
+        &mut self,
+        op: Op,
+        dest: Rank,
+        header: &[u8; HEADER_LEN],
+        data: &[u8],
+    ) -> Result<(), CommError> {
         let total = HEADER_LEN + data.len();
         let mut written = 0;
         let mut active = Instant::now();
+        let mut wrote = active;
+        let mut stall = SEND_STALL;
         loop {
             let peer = self.open_peer(op, dest)?;
             let mut iov = IoVecs::new();
@@ -142,9 +182,18 @@ impl TcpComm {
                         return Ok(());
                     }
                     active = Instant::now();
+                    wrote = active;
                 }
                 Err(e) if would_block(&e) => {
                     // Wait for space, reading all links meanwhile.
+                    // Held links are read on once per stall (see
+                    // `HELD_WHILE_SENDING`).
+                    self.sending = true;
+                    if wrote.elapsed() >= stall {
+                        self.stalled = true;
+                        wrote = Instant::now();
+                        stall = (stall * 2).min(MAX_SEND_STALL);
+                    }
                     let spinning = active.elapsed() < self.spin;
                     if !spinning {
                         self.check_links();
@@ -245,5 +294,114 @@ impl TcpComm {
             self.flush_peer(dest);
         }
         Ok(SendHandle { dest, seq })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::tcp::{ranks_in_this_process, test_deadline};
+    use crate::comm::Comm;
+    use crate::tuning::CommTuning;
+
+    const MIB: usize = 1 << 20;
+
+    fn held(comm: &TcpComm) -> usize {
+        comm.incoming.iter().map(|m| m.data.len()).sum()
+    }
+
+    fn finish_all(ranks: Vec<TcpComm>) {
+        let finishing: Vec<_> = ranks
+            .into_iter()
+            .map(|c| std::thread::spawn(move || c.finish()))
+            .collect();
+        for f in finishing {
+            f.join().expect("a rank ran").expect("a rank finishes");
+        }
+    }
+
+    /// Rank 0 sends 32 MiB to rank 1, which reads only after a second,
+    /// while rank 2 sends it 64 large payloads: what rank 0 holds when its
+    /// send is over stays near `HELD_WHILE_SENDING` (it held all 64 before),
+    /// and every payload is then received, in order.
+    #[test]
+    fn a_blocked_send_holds_what_arrives_to_a_bound() {
+        test_deadline::within(
+            "a_blocked_send_holds_what_arrives_to_a_bound",
+            Duration::from_secs(60),
+            || {
+                let mut ranks = ranks_in_this_process(3);
+                let (mut c, mut b, mut a) = (
+                    ranks.pop().expect("rank 2"),
+                    ranks.pop().expect("rank 1"),
+                    ranks.pop().expect("rank 0"),
+                );
+                let flood = std::thread::spawn(move || {
+                    for i in 0..64u8 {
+                        c.send_bulk(0, 1, &vec![i; MIB]).expect("rank 2 sends");
+                    }
+                    c
+                });
+                let late = std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_secs(1));
+                    let m = b.recv_from(0, None).expect("rank 1 receives");
+                    assert_eq!(m.map(|m| m.data.len()), Some(32 * MIB));
+                    b
+                });
+                a.send_bulk(1, 2, &vec![9; 32 * MIB]).expect("rank 0 sends");
+                let held_after = held(&a);
+                assert!(
+                    held_after <= HELD_WHILE_SENDING + 8 * MIB,
+                    "rank 0 held {} MiB when its send was over",
+                    held_after / MIB
+                );
+                for i in 0..64u8 {
+                    let m = a.recv_from(2, None).expect("rank 0 receives");
+                    let m = m.expect("a payload");
+                    assert_eq!((m.data.len(), m.data[0]), (MIB, i), "payload {i}");
+                }
+                let b = late.join().expect("rank 1 ran");
+                let c = flood.join().expect("rank 2 ran");
+                finish_all(vec![a, b, c]);
+            },
+        );
+    }
+
+    /// Three ranks each send 48 large payloads to the next before
+    /// receiving any: each send waits for the next rank, which holds what
+    /// arrives only up to the bound, so the ring goes on only by the stall
+    /// rule. It must not wait for ever.
+    #[test]
+    fn a_ring_of_blocked_senders_goes_on() {
+        test_deadline::within(
+            "a_ring_of_blocked_senders_goes_on",
+            Duration::from_secs(60),
+            || {
+                let ranks = ranks_in_this_process(3);
+                let running: Vec<_> = ranks
+                    .into_iter()
+                    .enumerate()
+                    .map(|(r, mut comm)| {
+                        std::thread::spawn(move || {
+                            for i in 0..48u8 {
+                                comm.send_bulk((r + 1) % 3, 1, &vec![i; MIB])
+                                    .expect("a rank sends");
+                            }
+                            for i in 0..48u8 {
+                                let m = comm.recv_from((r + 2) % 3, None).expect("a rank receives");
+                                let m = m.expect("a payload");
+                                assert_eq!((m.data.len(), m.data[0]), (MIB, i), "payload {i}");
+                            }
+                            comm
+                        })
+                    })
+                    .collect();
+                let ranks = running
+                    .into_iter()
+                    .map(|t| t.join().expect("a rank ran"))
+                    .collect();
+                finish_all(ranks);
+            },
+        );
     }
 }
