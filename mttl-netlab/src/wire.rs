@@ -11,13 +11,18 @@
 //! 2. wait for a frame or the next release, whichever is first: `ppoll`
 //!    with a timer slack of 1 ns, waking [`SPIN_NS`] early and spinning
 //!    for the rest, since a sleeping thread wakes late by tens of µs;
-//! 3. read every frame waiting on every port; send each where its
-//!    destination MAC says (hosts' MACs are fixed by index; broadcast and
+//! 3. read every frame waiting on every port, with the time the kernel
+//!    received it (`SO_TIMESTAMPNS`), so that the wire's own lateness in
+//!    reading neither adds to the latency nor bunches frames up in the
+//!    queues; send each where its destination MAC says (hosts' MACs are fixed by index; broadcast and
 //!    multicast go to every other host, unknown unicast nowhere), with the
 //!    release time [`Switch`] gives it, or drop it if a queue is full.
 //!
-//! Frames it sends are not read back (`PACKET_IGNORE_OUTGOING`). Counters
-//! go to `wire.stats` every second; SIGTERM ends it.
+//! Frames it sends are not read back (`PACKET_IGNORE_OUTGOING`). It asks for
+//! real-time scheduling (`SCHED_FIFO`, the kernel's RT throttling still
+//! leaves 5% to others) so that a busy machine delays its releases less, and
+//! runs without it if refused. Counters go to `wire.stats` every second;
+//! SIGTERM ends it.
 
 use std::collections::VecDeque;
 use std::ffi::CString;
@@ -98,6 +103,7 @@ fn open_port(device: &str) -> Result<libc::c_int, LabError> {
     for (level, option, value) in [
         (SOL_PACKET, PACKET_IGNORE_OUTGOING, one),
         (libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, buffer),
+        (libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, one),
         (libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, buffer),
     ] {
         // SAFETY: `value` is a c_int of the size given.
@@ -115,6 +121,55 @@ fn open_port(device: &str) -> Result<libc::c_int, LabError> {
         }
     }
     Ok(fd)
+}
+
+/// Receives one frame into `buf`: its length and the kernel's receive time
+/// (`CLOCK_REALTIME`, ns), or `None` when no frame waits.
+fn receive(fd: libc::c_int, buf: &mut [u8]) -> Option<(usize, Option<u64>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; 16];
+    // SAFETY: msghdr is plain data; zeroed is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: `msg` points at `iov` (over `buf`) and `control`, all live.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    if n <= 0 {
+        return None;
+    }
+    let mut stamp = None;
+    // SAFETY: walking the control messages the kernel wrote into `control`,
+    // within `msg_controllen`, with the CMSG_* helpers made for it.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SO_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
+                stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Some((n as usize, stamp))
+}
+
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Asks for `SCHED_FIFO`; says whether it was granted.
+fn real_time() -> bool {
+    let param = libc::sched_param { sched_priority: 10 };
+    // SAFETY: changes this process's own scheduling; `param` is live.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
 }
 
 /// Where a frame goes: the hosts its destination MAC names.
@@ -166,7 +221,16 @@ pub fn run() -> Result<(), LabError> {
     let mut next_stats = origin + Duration::from_secs(1);
     std::fs::write(lab::ready_file(), b"ready\n")
         .map_err(|e| LabError::Wire(format!("cannot write its ready file: {e}")))?;
-    eprintln!("wire: {hosts} hosts, {}", lab.profile);
+    let rt = real_time();
+    eprintln!(
+        "wire: {hosts} hosts, {}; {}",
+        lab.profile,
+        if rt {
+            "SCHED_FIFO"
+        } else {
+            "normal scheduling (SCHED_FIFO refused)"
+        }
+    );
     loop {
         // Step 1.
         let mut now = mono_ns(origin);
@@ -221,20 +285,19 @@ pub fn run() -> Result<(), LabError> {
             if pollfds[src].revents == 0 {
                 continue;
             }
-            loop {
-                // SAFETY: receiving into a live buffer of its length.
-                let n = unsafe { libc::recv(fds[src], buf.as_mut_ptr().cast(), buf.len(), 0) };
-                if n <= 0 {
-                    break;
-                }
-                let frame = &buf[..n as usize];
+            let (mono_now, real_now) = (mono_ns(origin), realtime_ns());
+            while let Some((n, stamp)) = receive(fds[src], &mut buf) {
+                let frame = &buf[..n];
                 let size = frame.len() as u64;
                 destinations(frame, src, hosts, &mut dsts);
                 if dsts.is_empty() {
                     counters.unknown += 1;
                     continue;
                 }
-                let arrival = mono_ns(origin);
+                // The kernel's receive time on the monotonic clock; never
+                // in the future (a clock step), never before the wire began.
+                let age = stamp.map_or(0, |t| real_now.saturating_sub(t));
+                let arrival = mono_now.saturating_sub(age);
                 let Some(entered) = switch.enter(src, arrival, size) else {
                     counters.dropped_queue += 1;
                     continue;
