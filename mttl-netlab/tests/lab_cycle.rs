@@ -42,11 +42,8 @@ fn lab_namespaces() -> Vec<String> {
 fn take_lab() -> std::sync::MutexGuard<'static, ()> {
     let guard = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid only reads this process's credentials.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "these tests need root (network namespaces)"
-    );
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "these tests need root (network namespaces)");
     assert!(
         lab_namespaces().is_empty(),
         "a lab is up already ({:?}): run `mttl-netlab down` first",
