@@ -1,0 +1,280 @@
+//! `check`: is the lab faithful to its profile? Measured with a small TCP
+//! probe built in, between two hosts:
+//!
+//! 1. this machine's own round trip: 1-byte ping-pong over `lo` inside the
+//!    first host (the stacks and wake-ups every message pays anyway);
+//! 2. the round trip between the hosts, same probe: expected twice the
+//!    latency plus twice the serialization of the probe's frame, plus (1);
+//! 3. the bandwidth: one TCP stream for the given time, measured by the
+//!    receiver; expected the profile's rate (TCP's goodput at MTU 1500 is
+//!    94% of the line rate, inside the 10% allowed);
+//! 4. with the user-space wire, its CPU time over (3), per Gb carried.
+//!
+//! Each figure passes within 10% of what is expected. Medians are used for
+//! round trips: this machine is shared, and a run's tail says more about
+//! the other processes than about the lab.
+//!
+//! The probe's server and client are threads of this process that entered
+//! the hosts' namespaces; every socket has a 5 s timeout.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use crate::error::LabError;
+use crate::lab::{self, Lab, WireKind};
+use crate::link::Port;
+use crate::sys;
+
+const PROBE_PORT: u16 = 47_231;
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+const ROUND_TRIPS: usize = 2000;
+/// A 1-byte TCP segment's frame: Ethernet 14, IPv4 20, TCP 20 + 12 of
+/// timestamps, 1 of data.
+const PROBE_FRAME: u64 = 67;
+
+fn probe_error(what: &str) -> impl Fn(std::io::Error) -> LabError + '_ {
+    move |e| LabError::Probe(format!("{what}: {e}"))
+}
+
+/// What `check` measured.
+#[derive(Debug)]
+pub struct Measured {
+    pub own_rtt: Duration,
+    pub rtt: Duration,
+    pub goodput_bps: f64,
+    pub wire_cpu_s: Option<f64>,
+}
+
+/// Whether `measured` is within `tolerance` (a fraction) of `expected`.
+pub fn within(measured: f64, expected: f64, tolerance: f64) -> bool {
+    (measured - expected).abs() <= tolerance * expected
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+/// Answers one ping-pong connection and one bulk connection, in order.
+fn serve(listener: TcpListener) -> Result<(), LabError> {
+    listener
+        .set_nonblocking(true)
+        .map_err(probe_error("listener"))?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let accept = || -> Result<TcpStream, LabError> {
+        loop {
+            match listener.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false).map_err(probe_error("accept"))?;
+                    s.set_read_timeout(Some(IO_TIMEOUT))
+                        .map_err(probe_error("accept"))?;
+                    s.set_write_timeout(Some(IO_TIMEOUT))
+                        .map_err(probe_error("accept"))?;
+                    s.set_nodelay(true).map_err(probe_error("accept"))?;
+                    return Ok(s);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() > deadline {
+                        return Err(LabError::Probe("no connection came within 20 s".into()));
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(probe_error("accept")(e)),
+            }
+        }
+    };
+    let mut pings = accept()?;
+    let mut byte = [0u8; 1];
+    while pings.read(&mut byte).map_err(probe_error("ping-pong"))? == 1 {
+        pings.write_all(&byte).map_err(probe_error("ping-pong"))?;
+    }
+    let mut bulk = accept()?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut total = 0u64;
+    let mut first = None;
+    loop {
+        let n = bulk.read(&mut buf).map_err(probe_error("bulk receive"))?;
+        if n == 0 {
+            break;
+        }
+        first.get_or_insert_with(Instant::now);
+        total += n as u64;
+    }
+    let took = first.map(|t| t.elapsed()).unwrap_or_default();
+    let mut reply = total.to_le_bytes().to_vec();
+    reply.extend_from_slice(&(took.as_nanos() as u64).to_le_bytes());
+    bulk.write_all(&reply).map_err(probe_error("bulk reply"))
+}
+
+fn connect(addr: SocketAddr) -> Result<TcpStream, LabError> {
+    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
+        .map_err(|e| LabError::Probe(format!("cannot connect to {addr}: {e}")))?;
+    s.set_read_timeout(Some(IO_TIMEOUT))
+        .map_err(probe_error("connect"))?;
+    s.set_write_timeout(Some(IO_TIMEOUT))
+        .map_err(probe_error("connect"))?;
+    s.set_nodelay(true).map_err(probe_error("connect"))?;
+    Ok(s)
+}
+
+fn ping_pong(s: &mut TcpStream, count: usize) -> Result<Duration, LabError> {
+    let mut samples = Vec::with_capacity(count);
+    let mut byte = [7u8; 1];
+    for i in 0..count + count / 10 {
+        let t = Instant::now();
+        s.write_all(&byte).map_err(probe_error("ping"))?;
+        s.read_exact(&mut byte).map_err(probe_error("pong"))?;
+        if i >= count / 10 {
+            samples.push(t.elapsed());
+        }
+    }
+    Ok(median(samples))
+}
+
+/// This machine's own round trip: ping-pong over `lo` in namespace `ns`.
+fn own_round_trip(ns: &str) -> Result<Duration, LabError> {
+    sys::in_namespace(ns, || {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(probe_error("bind"))?;
+        let addr = listener.local_addr().map_err(probe_error("bind"))?;
+        let server = std::thread::spawn(move || serve(listener));
+        let mut s = connect(addr)?;
+        let rtt = ping_pong(&mut s, ROUND_TRIPS)?;
+        drop(s);
+        // The bulk half: an empty stream.
+        drop(connect(addr)?);
+        server
+            .join()
+            .map_err(|_| LabError::Internal("probe server panicked".into()))??;
+        Ok(rtt)
+    })
+}
+
+/// Runs the probe from host `from` to host `to`.
+pub fn measure(from: usize, to: usize, seconds: f64) -> Result<Measured, LabError> {
+    let own_rtt = own_round_trip(&lab::host_name(from))?;
+    let listener = sys::in_namespace(&lab::host_name(to), || {
+        TcpListener::bind((Ipv4Addr::UNSPECIFIED, PROBE_PORT))
+            .map_err(probe_error("cannot listen on the probe port"))
+    })?;
+    let server = std::thread::spawn(move || serve(listener));
+    let target: Ipv4Addr = lab::host_addr(to)
+        .parse()
+        .map_err(|_| LabError::Internal("host address".into()))?;
+    let addr = SocketAddr::V4(SocketAddrV4::new(target, PROBE_PORT));
+    let wire = Lab::wire_pid();
+    let duration = Duration::from_secs_f64(seconds);
+    let (rtt, goodput_bps, wire_cpu_s) = sys::in_namespace(&lab::host_name(from), move || {
+        let mut s = connect(addr)?;
+        let rtt = ping_pong(&mut s, ROUND_TRIPS)?;
+        drop(s);
+        let mut s = connect(addr)?;
+        let cpu_before = wire.and_then(sys::cpu_seconds);
+        let chunk = vec![0x5au8; 1 << 16];
+        let start = Instant::now();
+        while start.elapsed() < duration {
+            s.write_all(&chunk).map_err(probe_error("bulk send"))?;
+        }
+        s.shutdown(std::net::Shutdown::Write)
+            .map_err(probe_error("bulk send"))?;
+        let mut reply = [0u8; 16];
+        s.read_exact(&mut reply)
+            .map_err(probe_error("bulk reply"))?;
+        let cpu = match (cpu_before, wire.and_then(sys::cpu_seconds)) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+        let total = u64::from_le_bytes(reply[..8].try_into().unwrap_or_default());
+        let took = u64::from_le_bytes(reply[8..].try_into().unwrap_or_default());
+        if took == 0 {
+            return Err(LabError::Probe("the bulk stream carried nothing".into()));
+        }
+        Ok((rtt, total as f64 * 8.0 / (took as f64 / 1e9), cpu))
+    })?;
+    server
+        .join()
+        .map_err(|_| LabError::Internal("probe server panicked".into()))??;
+    Ok(Measured {
+        own_rtt,
+        rtt,
+        goodput_bps,
+        wire_cpu_s,
+    })
+}
+
+/// `check`: measures, prints, and returns whether every figure passed.
+pub fn check(from: &str, to: &str, seconds: f64) -> Result<bool, LabError> {
+    sys::require_root()?;
+    let lab = Lab::load()?.ok_or(LabError::NotUp)?;
+    let from_ns = lab::host_namespace(from)?;
+    let to_ns = lab::host_namespace(to)?;
+    if from_ns == to_ns {
+        return Err(LabError::Usage(format!(
+            "check: --from and --to are both {from_ns}; give two different hosts"
+        )));
+    }
+    if lab.wire == WireKind::User && Lab::wire_pid().is_none() {
+        return Err(LabError::Wire(
+            "is not running (crashed or killed): run `mttl-netlab down`, then `up`".into(),
+        ));
+    }
+    let (Some(a), Some(b)) = (lab::parse_host(&from_ns), lab::parse_host(&to_ns)) else {
+        return Err(LabError::Internal("host names".into()));
+    };
+    let p = &lab.profile;
+    println!("profile {p}; {from_ns} -> {to_ns}");
+    let m = measure(a, b, seconds)?;
+    let serialization = Port::new(p.rate_bps, p.queue_bytes).serialization_ns(PROBE_FRAME);
+    let expected_rtt =
+        2.0 * (p.latency.as_secs_f64() + serialization as f64 / 1e9) + m.own_rtt.as_secs_f64();
+    let rtt_ok = within(m.rtt.as_secs_f64(), expected_rtt, 0.10);
+    let bw_ok = within(m.goodput_bps, p.rate_bps as f64, 0.10);
+    let us = |s: f64| s * 1e6;
+    println!(
+        "round trip: {:.1} µs (median of {ROUND_TRIPS}); expected {:.1} µs = 2 x ({:.1} latency + {:.2} serialization) + {:.1} this machine's own (lo) -> {}",
+        us(m.rtt.as_secs_f64()),
+        us(expected_rtt),
+        us(p.latency.as_secs_f64()),
+        serialization as f64 / 1e3,
+        us(m.own_rtt.as_secs_f64()),
+        if rtt_ok { "ok (within 10%)" } else { "FAIL (off by more than 10%)" }
+    );
+    println!(
+        "bandwidth: {:.1} Mb/s TCP goodput over {seconds} s; rate {:.1} Mb/s -> {}",
+        m.goodput_bps / 1e6,
+        p.rate_bps as f64 / 1e6,
+        if bw_ok {
+            "ok (within 10%)"
+        } else {
+            "FAIL (off by more than 10%)"
+        }
+    );
+    match (lab.wire, m.wire_cpu_s) {
+        (WireKind::Netem, _) => println!("wire: kernel netem (its CPU cost is the kernel's)"),
+        (WireKind::User, Some(cpu)) => {
+            let gb = m.goodput_bps * seconds / 1e9;
+            println!(
+                "wire CPU: {cpu:.2} s over the bulk run, {:.2} CPU s per Gb carried ({:.0}% of a core at this rate)",
+                cpu / gb.max(1e-9),
+                100.0 * cpu / seconds
+            );
+        }
+        (WireKind::User, None) => {
+            println!("wire CPU: not measured (its /proc entry was unreadable)")
+        }
+    }
+    Ok(rtt_ok && bw_ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_is_symmetric_in_percent_of_expected() {
+        assert!(within(95.0, 100.0, 0.10));
+        assert!(within(110.0, 100.0, 0.10));
+        assert!(!within(89.0, 100.0, 0.10));
+        assert!(!within(111.0, 100.0, 0.10));
+    }
+}
