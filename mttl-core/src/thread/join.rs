@@ -42,11 +42,14 @@ use super::id::ThreadId;
 use super::panic::{self, ThreadPanic};
 use super::reason::BlockReason;
 use super::sched::{self, SpawnError};
+use super::shared::Shared;
 
 /// Where a thread's outcome meets its handle.
 struct Packet<T> {
     name: &'static str,
-    outcome: RefCell<Option<Result<T, ThreadPanic>>>,
+    /// A panic is boxed: rare, and large enough that a packet holding it
+    /// inline would not fit a pooled block (see `shared`).
+    outcome: RefCell<Option<Result<T, Box<ThreadPanic>>>>,
     done: Cell<bool>,
     joiner: Cell<Option<ThreadId>>,
     /// The scope of a scoped thread: where its unclaimed panic goes.
@@ -69,7 +72,7 @@ impl<T> Packet<T> {
 /// any uncaught panic does.
 pub struct JoinHandle<T> {
     id: ThreadId,
-    packet: Rc<Packet<T>>,
+    packet: Shared<Packet<T>>,
 }
 
 impl<T> fmt::Debug for JoinHandle<T> {
@@ -112,7 +115,9 @@ impl<T> JoinHandle<T> {
             sched::block(BlockReason::new("join of a thread"));
         }
         let outcome = self.packet.outcome.borrow_mut().take();
-        outcome.unwrap_or_else(|| unreachable!("a finished thread's outcome is taken once"))
+        outcome
+            .unwrap_or_else(|| unreachable!("a finished thread's outcome is taken once"))
+            .map_err(|report| *report)
     }
 }
 
@@ -121,7 +126,7 @@ impl<T> Drop for JoinHandle<T> {
         // Step 3: a panic that ended the thread before its handle went.
         let outcome = self.packet.outcome.borrow_mut().take();
         if let Some(Err(report)) = outcome {
-            self.packet.unclaimed(report);
+            self.packet.unclaimed(*report);
         }
     }
 }
@@ -143,7 +148,7 @@ impl Drop for Ended {
 }
 
 /// Step 1: the wrapper a thread runs.
-fn run<F, T>(f: F, packet: Rc<Packet<T>>)
+fn run<F, T>(f: F, packet: Shared<Packet<T>>)
 where
     F: FnOnce() -> T,
 {
@@ -151,11 +156,11 @@ where
         Ok(value) => Ok(value),
         // A forced unwind (shut-down) is not the program's panic.
         Err(payload) if sched::unwinding() => resume_unwind(payload),
-        Err(payload) => Err(report(packet.name, payload)),
+        Err(payload) => Err(Box::new(report(packet.name, payload))),
     };
-    let claimed = Rc::strong_count(&packet) > 1;
+    let claimed = packet.is_shared();
     match outcome {
-        Err(report) if !claimed => packet.unclaimed(report),
+        Err(report) if !claimed => packet.unclaimed(*report),
         outcome => *packet.outcome.borrow_mut() = Some(outcome),
     }
     packet.done.set(true);
@@ -184,7 +189,7 @@ where
     F: FnOnce() -> T + 'a,
     T: 'a,
 {
-    let packet = Rc::new(Packet {
+    let packet = Shared::new(Packet {
         name,
         outcome: RefCell::new(None),
         done: Cell::new(false),
@@ -212,7 +217,7 @@ where
     F: FnOnce() -> T + 'static,
     T: 'static,
 {
-    let packet = Rc::new(Packet {
+    let packet = Shared::new(Packet {
         name,
         outcome: RefCell::new(None),
         done: Cell::new(false),

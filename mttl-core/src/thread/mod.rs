@@ -105,6 +105,7 @@ mod overflow;
 mod panic;
 mod reason;
 mod sched;
+mod shared;
 mod stack;
 
 #[cfg(test)]
