@@ -218,7 +218,7 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
     doc["jobs"] = swept.log.iter().map(|j| j.to_json()).collect();
     let mut text = summary.tables(args.sweep.reps);
     push_how_measured(&mut text, &method, &notes);
-    text.push_str(&summary.targets_text());
+    text.push_str(&rep::targets_text(&summary.targets()));
     let paths = [&files.csv, &files.svg, &files.png].map(|p| p.display().to_string());
     text.push_str(&format!("\nFiles: {}\n", paths.join(", ")));
     emit(args.json, &doc, &text, false)
