@@ -43,7 +43,7 @@ use self::report::Summary;
 use super::comm::endpoint::MttlEndpoint;
 pub use crate::bench::error::BenchError;
 use crate::bench::sweep::jobs::{self, BenchConfig, Measured, SweepArgs};
-use crate::bench::sweep::report::{self as rep, emit, push_how_measured, spin_us_setting};
+use crate::bench::sweep::report::{self as rep, spin_us_setting, Report};
 use crate::bench::sweep::BUSY_WARNING;
 
 /// What to measure.
@@ -163,21 +163,17 @@ pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
             })
         },
     )?;
-    let configs = swept.configs();
     let summary = Summary::new(&swept.runs);
-    let method = method_lines(&args, &configs);
-    let notes = rep::notes("runtime", &Config::ALL, &configs, &swept.log, 0);
-    let mut text = format!(
-        "mttl runtime micro-benchmarks, 2 ranks on this machine, best of {} run(s)\n\n",
-        args.sweep.reps
+    let mut report = Report::new("runtime", args.sweep.reps, &Config::ALL, &swept, 0);
+    report.method = method_lines(&args, &swept.configs());
+    report.tables = format!(
+        "mttl runtime micro-benchmarks, 2 ranks on this machine, best of {} run(s)\n\n{}",
+        args.sweep.reps,
+        summary.table()
     );
-    text.push_str(&summary.table());
-    push_how_measured(&mut text, &method, &notes);
-    text.push_str(&rep::targets_text(&summary.targets()));
-    let mut doc = summary.to_json(args.sweep.reps, args.sample_ms, &method, &notes);
-    doc["configs"] = rep::configs_json(&swept.runs, |r| r.backend.as_str());
-    doc["foreign_load"] = swept.log.iter().map(|j| j.to_json()).collect();
-    emit(args.json, &doc, &text, false)
+    report.targets = summary.targets();
+    report.doc = summary.to_json(args.sample_ms);
+    report.emit(args.json, false)
 }
 
 /// How the figures were measured, one sentence per line.

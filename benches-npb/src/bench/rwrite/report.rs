@@ -21,7 +21,7 @@ use super::Config;
 use crate::bench::sweep::figures::{Column, Figure, Figures, Keep, Metric};
 use crate::bench::sweep::jobs::{size_label, BenchConfig, Measured};
 use crate::bench::sweep::plot::{Axis, LineChart, Panel, Series};
-use crate::bench::sweep::report::{render, short, targets_json, Target};
+use crate::bench::sweep::report::{render, short, Target};
 use crate::bench::sweep::Run;
 
 /// One run: rank 0's samples for every size.
@@ -229,7 +229,6 @@ impl Summary {
             "unit": "MB/s (10^6 bytes per second)",
             "configs": self.0.configs().map(|c| c.column()).collect::<Vec<_>>(),
             "sizes": sizes,
-            "targets": targets_json(&self.targets()),
         })
     }
 
