@@ -37,10 +37,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use mttl_comm::Comm;
 
 use self::report::Summary;
-use super::comm::endpoint::MttlEndpoint;
+use super::comm::endpoint::mttl_comm_worker;
 pub use crate::bench::error::BenchError;
 use crate::bench::sweep::jobs::{self, BenchConfig, Measured, SweepArgs};
 use crate::bench::sweep::report::{self as rep, spin_us_setting, Report};
@@ -217,34 +216,20 @@ fn worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), Bench
         Config::Tcp | Config::Mpi => jobs::mttl_program(name, config.backend(), out, move || {
             Ok(measure::in_program(sample_time))
         }),
-        Config::CommTcp | Config::CommMpi => {
-            let mut ep = MttlEndpoint::new(jobs::join_comm(name, config.backend())?);
-            let samples = measure::ping_pong(&mut ep, sample_time)?;
-            let comm = ep.into_comm();
-            if comm.rank() == 0 {
-                let metrics = vec![("round_trip".to_owned(), samples)];
-                jobs::write_results(name, config.backend(), &metrics, out)?;
-            }
-            Ok(comm.finish()?)
-        }
+        Config::CommTcp | Config::CommMpi => mttl_comm_worker(name, config.backend(), out, |ep| {
+            Ok(vec![(
+                "round_trip".to_owned(),
+                measure::ping_pong(ep, sample_time)?,
+            )])
+        }),
         #[cfg(feature = "mpi")]
-        Config::RawMpi => {
-            use mpi::topology::Communicator;
-            let (universe, world) = jobs::raw_mpi_pair(name)?;
-            let rank = world.rank();
+        Config::RawMpi => jobs::raw_mpi_worker(name, out, |world| {
             let mut ep = super::comm::endpoint::RawMpiEndpoint::new(world, 64);
-            let samples = measure::ping_pong(&mut ep, sample_time)?;
-            if rank == 0 {
-                jobs::write_results(
-                    name,
-                    "rsmpi",
-                    &vec![("round_trip".to_owned(), samples)],
-                    out,
-                )?;
-            }
-            drop((ep, universe));
-            Ok(())
-        }
+            Ok(vec![(
+                "round_trip".to_owned(),
+                measure::ping_pong(&mut ep, sample_time)?,
+            )])
+        }),
         #[cfg(not(feature = "mpi"))]
         Config::RawMpi => Err(jobs::no_mpi(name, "runtime")),
     }
