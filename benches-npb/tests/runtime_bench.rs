@@ -89,6 +89,6 @@ fn tcp_sweep_reports_positive_figures_for_every_metric() {
     };
     assert!(["met", "MISSED"].contains(&status("invoke round trip at most 10 µs")));
     assert_eq!(status("raw MPI"), "not measured");
-    let load = doc["foreign_load"].as_array().expect("a foreign_load list");
+    let load = doc["jobs"].as_array().expect("a jobs list");
     assert_eq!(load.len(), 3, "one entry per run: {load:?}");
 }

@@ -48,7 +48,7 @@ use clap::ValueEnum;
 use self::report::Summary;
 pub use crate::bench::error::BenchError;
 use crate::bench::sweep::jobs::{self, BenchConfig, SweepArgs};
-use crate::bench::sweep::report::{self as rep, emit, push_how_measured};
+use crate::bench::sweep::report::{self as rep, Report};
 
 /// The default sizes: 8 B to 16 MiB.
 const DEFAULT_SIZES: &[u64] = &[
@@ -209,17 +209,13 @@ pub fn run(args: CommArgs) -> Result<(), BenchError> {
         },
         |_| None,
     )?;
-    let configs = swept.configs();
     let summary = Summary::new(&sizes, &swept.runs);
-    let method = method_lines(reps, args.settle, &configs);
-    let notes = rep::notes("comm", &Config::ALL, &configs, &swept.log, RETRIES);
-    let mut text = summary.tables();
-    push_how_measured(&mut text, &method, &notes);
-    text.push_str(&rep::targets_text(&summary.targets()));
-    let mut doc = summary.to_json(reps, &method, &notes);
-    doc["configs"] = rep::configs_json(&swept.runs, |r| r.backend.as_str());
-    doc["jobs"] = swept.log.iter().map(|j| j.to_json()).collect();
-    emit(args.json, &doc, &text, true)
+    let mut report = Report::new("comm", reps, &Config::ALL, &swept, RETRIES);
+    report.method = method_lines(reps, args.settle, &swept.configs());
+    report.tables = summary.tables();
+    report.targets = summary.targets();
+    report.doc = summary.to_json();
+    report.emit(args.json, true)
 }
 
 /// How the figures were measured, one sentence per line.

@@ -37,13 +37,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use mttl_comm::Comm;
 
 use self::report::Summary;
-use super::comm::endpoint::MttlEndpoint;
+use super::comm::endpoint::mttl_comm_worker;
 pub use crate::bench::error::BenchError;
 use crate::bench::sweep::jobs::{self, BenchConfig, Measured, SweepArgs};
-use crate::bench::sweep::report::{self as rep, emit, push_how_measured, spin_us_setting};
+use crate::bench::sweep::report::{self as rep, spin_us_setting, Report};
 use crate::bench::sweep::BUSY_WARNING;
 
 /// What to measure.
@@ -163,21 +162,17 @@ pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
             })
         },
     )?;
-    let configs = swept.configs();
     let summary = Summary::new(&swept.runs);
-    let method = method_lines(&args, &configs);
-    let notes = rep::notes("runtime", &Config::ALL, &configs, &swept.log, 0);
-    let mut text = format!(
-        "mttl runtime micro-benchmarks, 2 ranks on this machine, best of {} run(s)\n\n",
-        args.sweep.reps
+    let mut report = Report::new("runtime", args.sweep.reps, &Config::ALL, &swept, 0);
+    report.method = method_lines(&args, &swept.configs());
+    report.tables = format!(
+        "mttl runtime micro-benchmarks, 2 ranks on this machine, best of {} run(s)\n\n{}",
+        args.sweep.reps,
+        summary.table()
     );
-    text.push_str(&summary.table());
-    push_how_measured(&mut text, &method, &notes);
-    text.push_str(&rep::targets_text(&summary.targets()));
-    let mut doc = summary.to_json(args.sweep.reps, args.sample_ms, &method, &notes);
-    doc["configs"] = rep::configs_json(&swept.runs, |r| r.backend.as_str());
-    doc["foreign_load"] = swept.log.iter().map(|j| j.to_json()).collect();
-    emit(args.json, &doc, &text, false)
+    report.targets = summary.targets();
+    report.doc = summary.to_json(args.sample_ms);
+    report.emit(args.json, false)
 }
 
 /// How the figures were measured, one sentence per line.
@@ -221,34 +216,20 @@ fn worker(config: Config, sample_time: Duration, out: &Path) -> Result<(), Bench
         Config::Tcp | Config::Mpi => jobs::mttl_program(name, config.backend(), out, move || {
             Ok(measure::in_program(sample_time))
         }),
-        Config::CommTcp | Config::CommMpi => {
-            let mut ep = MttlEndpoint::new(jobs::join_comm(name, config.backend())?);
-            let samples = measure::ping_pong(&mut ep, sample_time)?;
-            let comm = ep.into_comm();
-            if comm.rank() == 0 {
-                let metrics = vec![("round_trip".to_owned(), samples)];
-                jobs::write_results(name, config.backend(), &metrics, out)?;
-            }
-            Ok(comm.finish()?)
-        }
+        Config::CommTcp | Config::CommMpi => mttl_comm_worker(name, config.backend(), out, |ep| {
+            Ok(vec![(
+                "round_trip".to_owned(),
+                measure::ping_pong(ep, sample_time)?,
+            )])
+        }),
         #[cfg(feature = "mpi")]
-        Config::RawMpi => {
-            use mpi::topology::Communicator;
-            let (universe, world) = jobs::raw_mpi_pair(name)?;
-            let rank = world.rank();
+        Config::RawMpi => jobs::raw_mpi_worker(name, out, |world| {
             let mut ep = super::comm::endpoint::RawMpiEndpoint::new(world, 64);
-            let samples = measure::ping_pong(&mut ep, sample_time)?;
-            if rank == 0 {
-                jobs::write_results(
-                    name,
-                    "rsmpi",
-                    &vec![("round_trip".to_owned(), samples)],
-                    out,
-                )?;
-            }
-            drop((ep, universe));
-            Ok(())
-        }
+            Ok(vec![(
+                "round_trip".to_owned(),
+                measure::ping_pong(&mut ep, sample_time)?,
+            )])
+        }),
         #[cfg(not(feature = "mpi"))]
         Config::RawMpi => Err(jobs::no_mpi(name, "runtime")),
     }

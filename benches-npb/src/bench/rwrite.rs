@@ -38,7 +38,7 @@ use self::report::Summary;
 use self::worker::Task;
 use super::comm::{self, BenchError};
 use crate::bench::sweep::jobs::{self, BenchConfig, SweepArgs};
-use crate::bench::sweep::report::{self as rep, emit, push_how_measured, OutputFiles};
+use crate::bench::sweep::report::{self as rep, OutputFiles, Report};
 
 /// How many times a disturbed run is repeated within one sweep.
 const RETRIES: usize = 2;
@@ -200,28 +200,21 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
         |_, _| extra.clone(),
         |_| None,
     )?;
-    let configs = swept.configs();
     let summary = Summary::new(&sizes, &swept.runs);
     let title = format!(
         "Remote-write throughput, 2 ranks, best of {} sweep(s)",
         args.sweep.reps
     );
     files.write(&summary.to_csv(), &summary.figure(title))?;
-    let method = method_lines(&args, &configs);
-    let notes = rep::notes("rwrite", &Config::ALL, &configs, &swept.log, RETRIES);
-    let mut doc = summary.to_json();
-    doc["benchmark"] = "rwrite".into();
-    doc["reps"] = args.sweep.reps.into();
-    doc["method"] = method.clone().into();
-    doc["notes"] = notes.clone().into();
-    doc["files"] = files.to_json();
-    doc["jobs"] = swept.log.iter().map(|j| j.to_json()).collect();
-    let mut text = summary.tables(args.sweep.reps);
-    push_how_measured(&mut text, &method, &notes);
-    text.push_str(&summary.targets_text());
+    let mut report = Report::new("rwrite", args.sweep.reps, &Config::ALL, &swept, RETRIES);
+    report.method = method_lines(&args, &swept.configs());
+    report.tables = summary.tables(args.sweep.reps);
+    report.targets = summary.targets();
     let paths = [&files.csv, &files.svg, &files.png].map(|p| p.display().to_string());
-    text.push_str(&format!("\nFiles: {}\n", paths.join(", ")));
-    emit(args.json, &doc, &text, false)
+    report.trailer = format!("\nFiles: {}\n", paths.join(", "));
+    report.doc = summary.to_json();
+    report.doc["files"] = files.to_json();
+    report.emit(args.json, false)
 }
 
 /// How the figures were measured, one sentence per line.

@@ -25,9 +25,13 @@
 //! the next (Open MPI's shared-memory transport copies straight out of the
 //! sender's buffer), a gain no API that hands over owned buffers can have.
 
+use std::path::Path;
+
+use mttl::bincode::Encode;
 use mttl_comm::{AnyComm, Comm, CommTuning, Rank, Received, SendHandle, Tag};
 
 use crate::bench::error::BenchError;
+use crate::bench::sweep::jobs;
 
 /// The tag of every benchmark message.
 const TAG: Tag = 7;
@@ -100,11 +104,6 @@ impl MttlEndpoint {
             window: Vec::new(),
             handles: Vec::new(),
         }
-    }
-
-    /// The communicator back, to `finish` it.
-    pub(in crate::bench) fn into_comm(self) -> AnyComm {
-        self.comm
     }
 }
 
@@ -185,6 +184,23 @@ impl Endpoint for MttlEndpoint {
         }
         Ok(())
     }
+}
+
+/// A worker of a two-rank job of mttl's comm layer on `backend`: runs
+/// `measure` on both ranks' endpoints, and on rank 0 writes what it returns
+/// to `out`.
+pub(in crate::bench) fn mttl_comm_worker<R: Encode>(
+    config: &'static str,
+    backend: &str,
+    out: &Path,
+    measure: impl FnOnce(&mut MttlEndpoint) -> Result<R, BenchError>,
+) -> Result<(), BenchError> {
+    let mut ep = MttlEndpoint::new(jobs::join_comm(config, backend)?);
+    let results = measure(&mut ep)?;
+    if ep.rank() == 0 {
+        jobs::write_results(config, backend, &results, out)?;
+    }
+    Ok(ep.comm.finish()?)
 }
 
 #[cfg(feature = "mpi")]

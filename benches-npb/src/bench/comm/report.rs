@@ -11,13 +11,13 @@
 //! `raw-vs-raw` runs the same comparison of raw rsmpi with itself, the
 //! control that shows how far the method strays from 1.0 by itself.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::measure::{Samples, SAMPLES};
 use super::Config;
 use crate::bench::sweep::figures::{Column, Figure, Figures, Keep, Metric};
 use crate::bench::sweep::jobs::{size_label, BenchConfig, Measured};
-use crate::bench::sweep::report::{document, short, targets_json, Target, Verdict};
+use crate::bench::sweep::report::{short, Target, Verdict};
 use crate::bench::sweep::Run;
 
 /// The metrics: round trip (µs) and bandwidth (bytes/s), the first
@@ -191,9 +191,10 @@ impl Summary {
         out
     }
 
-    /// The whole invocation as one JSON document (without its `configs`
-    /// and `jobs`, which come from the runs).
-    pub(super) fn to_json(&self, reps: u32, method: &[String], notes: &[String]) -> Value {
+    /// The figures' part of the `--json` document ([`Report`]).
+    ///
+    /// [`Report`]: crate::bench::sweep::report::Report
+    pub(super) fn to_json(&self) -> Value {
         let ratios = |of: &dyn Fn(u64) -> Option<Paired>, count: &str| -> Value {
             let (rtt, bw) = (|s| of(s).map(|p| p.rtt), |s| of(s).map(|p| p.bw));
             let n = |s| of(s).map(|p| p.sweeps as f64);
@@ -232,13 +233,12 @@ impl Summary {
                 paired.insert(c.name().to_owned(), rows);
             }
         }
-        let mut doc = document("comm", reps, method, notes);
-        doc["samples"] = SAMPLES.into();
-        doc["sizes"] = self.0.sizes.clone().into();
-        doc["results"] = results.into();
-        doc["paired"] = paired.into();
-        doc["targets"] = targets_json(&self.targets());
-        doc
+        json!({
+            "samples": SAMPLES,
+            "sizes": self.0.sizes,
+            "results": results,
+            "paired": paired,
+        })
     }
 
     /// The project's performance targets for the communication layer,
@@ -444,7 +444,7 @@ mod tests {
             "{targets}"
         );
         assert!(summary.tables().contains("paired"));
-        let doc = summary.to_json(2, &[], &[]);
+        let doc = summary.to_json();
         assert_eq!(doc["paired"]["mpi/raw-mpi"][0]["sweeps"], 2);
     }
 
@@ -500,7 +500,7 @@ mod tests {
             tables.contains("1 job") && tables.contains("control"),
             "{tables}"
         );
-        let doc = summary(93.0, 101.0).to_json(1, &[], &[]);
+        let doc = summary(93.0, 101.0).to_json();
         assert_eq!(doc["paired"]["raw-vs-raw"][0]["bw_ratio"], 1.01);
         assert_eq!(doc["paired"]["mpi-vs-raw"][1]["bw_ratio"], 0.93);
         assert_eq!(doc["paired"]["mpi-vs-raw"][1]["jobs"], 1);

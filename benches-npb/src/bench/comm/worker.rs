@@ -10,9 +10,7 @@
 
 use std::path::Path;
 
-use mttl_comm::Comm;
-
-use super::endpoint::MttlEndpoint;
+use super::endpoint::mttl_comm_worker;
 use super::measure::{self, Samples};
 use super::{BenchError, Config};
 use crate::bench::sweep::jobs::{self, BenchConfig};
@@ -28,19 +26,13 @@ pub(super) fn worker(
     let sizes: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
     let name = config.name();
     match config {
-        Config::Tcp | Config::Mpi => {
-            let mut ep = MttlEndpoint::new(jobs::join_comm(name, name)?);
-            let sizes = measure::sweep(&mut ep, &sizes)?;
-            let comm = ep.into_comm();
-            if comm.rank() == 0 {
-                let samples = Samples {
-                    sizes,
-                    reference: Vec::new(),
-                };
-                jobs::write_results(name, name, &samples, out)?;
-            }
-            Ok(comm.finish()?)
-        }
+        Config::Tcp | Config::Mpi => mttl_comm_worker(name, name, out, |ep| {
+            let sizes = measure::sweep(ep, &sizes)?;
+            Ok(Samples {
+                sizes,
+                reference: Vec::new(),
+            })
+        }),
         #[cfg(feature = "mpi")]
         _ => raw::worker(config, &sizes, out, second_first),
         #[cfg(not(feature = "mpi"))]
@@ -56,7 +48,7 @@ mod raw {
     use mpi::topology::{Communicator, SimpleCommunicator};
 
     use super::*;
-    use crate::bench::comm::endpoint::RawMpiEndpoint;
+    use crate::bench::comm::endpoint::{Endpoint, RawMpiEndpoint};
 
     /// The workers with raw rsmpi in them.
     pub(super) fn worker(
@@ -73,34 +65,41 @@ mod raw {
             .unwrap_or(0)
             .max(measure::ACK_LEN);
         let raw = |world| RawMpiEndpoint::new(world, max_len);
-        let write = |backend: &str, sizes, reference| {
-            jobs::write_results(name, backend, &Samples { sizes, reference }, out)
-        };
-        if config == Config::MpiVsRaw {
-            let comm = jobs::join_comm(name, "mpi")?;
-            let rank = comm.rank();
-            let mut raw = raw(SimpleCommunicator::world());
-            let mut ep = MttlEndpoint::new(comm);
-            let (samples, reference) = measure::interleave(&mut ep, &mut raw, sizes, second_first)?;
-            drop(raw);
-            if rank == 0 {
-                write("mpi", samples, reference)?;
-            }
-            return Ok(ep.into_comm().finish()?);
+        match config {
+            Config::MpiVsRaw => mttl_comm_worker(name, "mpi", out, |ep| {
+                turns(
+                    ep,
+                    &mut raw(SimpleCommunicator::world()),
+                    sizes,
+                    second_first,
+                )
+            }),
+            Config::RawVsRaw => jobs::raw_mpi_worker(name, out, |world| {
+                turns(
+                    &mut raw(world.duplicate()),
+                    &mut raw(world),
+                    sizes,
+                    second_first,
+                )
+            }),
+            _ => jobs::raw_mpi_worker(name, out, |world| {
+                let sizes = measure::sweep(&mut raw(world), sizes)?;
+                Ok(Samples {
+                    sizes,
+                    reference: Vec::new(),
+                })
+            }),
         }
-        let (universe, world) = jobs::raw_mpi_pair(name)?;
-        let rank = world.rank();
-        let (samples, reference) = if config == Config::RawVsRaw {
-            let mut first = raw(world.duplicate());
-            let mut second = raw(world);
-            measure::interleave(&mut first, &mut second, sizes, second_first)?
-        } else {
-            (measure::sweep(&mut raw(world), sizes)?, Vec::new())
-        };
-        if rank == 0 {
-            write("rsmpi", samples, reference)?;
-        }
-        drop(universe);
-        Ok(())
+    }
+
+    /// Two stacks taking turns ([`measure::interleave`]).
+    fn turns(
+        first: &mut impl Endpoint,
+        second: &mut impl Endpoint,
+        sizes: &[usize],
+        second_first: bool,
+    ) -> Result<Samples, BenchError> {
+        let (sizes, reference) = measure::interleave(first, second, sizes, second_first)?;
+        Ok(Samples { sizes, reference })
     }
 }

@@ -9,7 +9,7 @@ use super::measure::{Samples, AINVOKE_WINDOW, PING_LEN, SAMPLES, SPAWN_BATCH};
 use super::Config;
 use crate::bench::sweep::figures::{self, Figure};
 use crate::bench::sweep::jobs::{BenchConfig, Measured};
-use crate::bench::sweep::report::{document, render, short, targets_json, Target};
+use crate::bench::sweep::report::{render, short, Target};
 use crate::bench::sweep::Run;
 
 /// One run: seconds per operation, by metric.
@@ -230,15 +230,10 @@ impl Summary {
         targets
     }
 
-    /// The whole invocation as one JSON document (without its `configs`
-    /// and `foreign_load`, which come from the runs).
-    pub(super) fn to_json(
-        &self,
-        reps: u32,
-        sample_ms: u64,
-        method: &[String],
-        notes: &[String],
-    ) -> Value {
+    /// The figures' part of the `--json` document ([`Report`]).
+    ///
+    /// [`Report`]: crate::bench::sweep::report::Report
+    pub(super) fn to_json(&self, sample_ms: u64) -> Value {
         let mut results = Map::new();
         for config in self.0.configs() {
             let mut figures = Map::new();
@@ -261,15 +256,14 @@ impl Summary {
                 results.insert(config.name().into(), figures.into());
             }
         }
-        let mut doc = document("runtime", reps, method, notes);
-        doc["samples"] = SAMPLES.into();
-        doc["sample_ms"] = sample_ms.into();
-        doc["ainvoke_window"] = AINVOKE_WINDOW.into();
-        doc["spawn_batch"] = SPAWN_BATCH.into();
-        doc["ping_bytes"] = PING_LEN.into();
-        doc["results"] = results.into();
-        doc["targets"] = targets_json(&self.targets());
-        doc
+        json!({
+            "samples": SAMPLES,
+            "sample_ms": sample_ms,
+            "ainvoke_window": AINVOKE_WINDOW,
+            "spawn_batch": SPAWN_BATCH,
+            "ping_bytes": PING_LEN,
+            "results": results,
+        })
     }
 }
 
@@ -300,7 +294,7 @@ mod tests {
         let summary = Summary::new(&runs);
         let best = summary.get(Config::Tcp, "invoke_remote").expect("measured");
         assert!((best - 11e-6).abs() < 1e-12);
-        let doc = summary.to_json(1, 1, &[], &[]);
+        let doc = summary.to_json(1);
         let best_sample = &doc["results"]["tcp"]["invoke_remote"]["best_sample"];
         assert!((best_sample.as_f64().unwrap() - 9.0).abs() < 1e-9);
         assert!(summary.get(Config::Mpi, "invoke_remote").is_none());

@@ -197,29 +197,24 @@ fn raw_worker(config: Config, task: &Task, out: &Path) -> Result<(), BenchError>
         }
     }
 
-    let (universe, world) = jobs::raw_mpi_pair(config.name())?;
     let largest = task.sizes.iter().copied().max().unwrap_or(1);
-    let mut sends = RawSends {
-        world,
-        buffer: vec![0; largest],
-    };
-    let samples = measure::sweep(&mut sends, &task.sizes, task.window, task.sample_time)
-        .and_then(|samples| {
-            if sends.rank() == 1 {
-                check_filled(&sends.buffer, largest)?;
-            }
-            Ok(samples)
-        })
-        .map_err(|detail| BenchError::Protocol {
-            rank: sends.rank(),
-            detail,
-        })?;
-    if sends.rank() == 0 {
-        jobs::write_results(config.name(), "rsmpi", &samples, out)?;
-    }
-    drop(sends);
-    drop(universe);
-    Ok(())
+    jobs::raw_mpi_worker(config.name(), out, |world| {
+        let mut sends = RawSends {
+            world,
+            buffer: vec![0; largest],
+        };
+        measure::sweep(&mut sends, &task.sizes, task.window, task.sample_time)
+            .and_then(|samples| {
+                if sends.rank() == 1 {
+                    check_filled(&sends.buffer, largest)?;
+                }
+                Ok(samples)
+            })
+            .map_err(|detail| BenchError::Protocol {
+                rank: sends.rank(),
+                detail,
+            })
+    })
 }
 
 #[cfg(not(feature = "mpi"))]

@@ -355,19 +355,16 @@ pub fn no_mpi(config: &'static str, bench: &str) -> BenchError {
     }
 }
 
-/// Initialises MPI at `FUNNELED` (as mttl's MPI backend does) for a raw
-/// rsmpi worker and checks the job has two ranks. Keep the universe until
-/// the worker is done: dropping it finalises MPI.
+/// A raw rsmpi worker of a two-rank job: initialises MPI at `FUNNELED`
+/// (as mttl's MPI backend does), checks the job has two ranks, runs
+/// `measure` on `MPI_COMM_WORLD`, and on rank 0 writes what it returns to
+/// `out`; MPI is finalised after `measure` is done.
 #[cfg(feature = "mpi")]
-pub fn raw_mpi_pair(
+pub fn raw_mpi_worker<R: Encode>(
     config: &'static str,
-) -> Result<
-    (
-        mpi::environment::Universe,
-        mpi::topology::SimpleCommunicator,
-    ),
-    BenchError,
-> {
+    out: &Path,
+    measure: impl FnOnce(mpi::topology::SimpleCommunicator) -> Result<R, BenchError>,
+) -> Result<(), BenchError> {
     use mpi::topology::Communicator;
     let setup = |detail: String| BenchError::Setup { config, detail };
     let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Funneled)
@@ -380,7 +377,13 @@ pub fn raw_mpi_pair(
             world.size()
         )));
     }
-    Ok((universe, world))
+    let rank = world.rank();
+    let results = measure(world)?;
+    if rank == 0 {
+        write_results(config, "rsmpi", &results, out)?;
+    }
+    drop(universe);
+    Ok(())
 }
 
 /// Parses a number of seconds to wait, 0 to `max` (`--settle`).

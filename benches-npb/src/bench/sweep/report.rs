@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::jobs::{mpi_build_hint, BenchConfig};
+use super::jobs::{mpi_build_hint, BenchConfig, Measured};
 use super::plot::{write_both, Picture};
-use super::{JobLog, Run, BUSY_WARNING};
+use super::{JobLog, Swept, BUSY_WARNING};
 use crate::bench::error::BenchError;
 
 /// The median of the finite `values`, or `None` if there are none.
@@ -288,29 +288,99 @@ pub fn push_how_measured(text: &mut String, method: &[String], notes: &[String])
     }
 }
 
-/// The `--json` document's `configs`: each configuration with the backend
-/// its workers ran on and how many of its runs were (un)disturbed.
-pub fn configs_json<C: BenchConfig, R>(
-    runs: &[(C, Vec<Run<R>>)],
-    backend: impl Fn(&R) -> &str,
-) -> Value {
-    runs.iter()
-        .map(|(c, runs)| {
-            json!({
-                "name": c.name(),
-                "column": c.column(),
-                "description": c.description(),
-                "backend": runs.first().map_or("", |r| backend(&r.result)),
-                "runs": runs.len(),
-                "undisturbed_runs": runs.iter().filter(|r| !r.disturbed()).count(),
-            })
-        })
-        .collect()
+/// What a subcommand that sweeps worker jobs reports: its tables, how it
+/// measured, the notes, the targets and its own part of the `--json`
+/// document; [`Report::emit`] prints them in the order every subcommand
+/// has and adds the keys every document has.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub tables: String,
+    pub method: Vec<String>,
+    pub notes: Vec<String>,
+    pub targets: Vec<Target>,
+    /// Lines printed after the targets (the files written).
+    pub trailer: String,
+    /// The subcommand's keys of the `--json` document; they win over the
+    /// common ones of the same name.
+    pub doc: Value,
+    /// The common keys: `benchmark`, `ranks`, `reps`, `configs` (each
+    /// configuration with the backend its workers ran on and how many of
+    /// its runs were (un)disturbed) and `jobs`.
+    common: Value,
 }
 
-/// The keys every subcommand's `--json` document has.
-pub fn document(bench: &str, reps: u32, method: &[String], notes: &[String]) -> Value {
-    json!({ "benchmark": bench, "ranks": 2, "reps": reps, "method": method, "notes": notes })
+impl Report {
+    /// The report of `mttl-bench BENCH`'s sweeps of `all` ([`notes`]: a
+    /// disturbed run was repeated up to `retries` times); the subcommand
+    /// fills in the rest.
+    pub fn new<C: BenchConfig, R>(
+        bench: &str,
+        reps: u32,
+        all: &[C],
+        swept: &Swept<C, Measured<R>>,
+        retries: usize,
+    ) -> Report {
+        let configs: Vec<Value> = swept
+            .runs
+            .iter()
+            .map(|(c, runs)| {
+                json!({
+                    "name": c.name(),
+                    "column": c.column(),
+                    "description": c.description(),
+                    "backend": runs.first().map_or("", |r| r.result.backend.as_str()),
+                    "runs": runs.len(),
+                    "undisturbed_runs": runs.iter().filter(|r| !r.disturbed()).count(),
+                })
+            })
+            .collect();
+        let jobs: Vec<Value> = swept.log.iter().map(JobLog::to_json).collect();
+        Report {
+            tables: String::new(),
+            method: Vec::new(),
+            notes: notes(bench, all, &swept.configs(), &swept.log, retries),
+            targets: Vec::new(),
+            trailer: String::new(),
+            doc: json!({}),
+            common: json!({
+                "benchmark": bench, "ranks": 2, "reps": reps, "configs": configs, "jobs": jobs,
+            }),
+        }
+    }
+
+    /// The tables, "How measured" and the targets, as printed.
+    pub fn text(&self) -> String {
+        let mut text = self.tables.clone();
+        push_how_measured(&mut text, &self.method, &self.notes);
+        text.push_str(&targets_text(&self.targets));
+        text.push_str(&self.trailer);
+        text
+    }
+
+    /// The whole `--json` document.
+    pub fn document(&self) -> Value {
+        let mut doc = self.common.clone();
+        doc["method"] = self.method.clone().into();
+        doc["notes"] = self.notes.clone().into();
+        doc["targets"] = targets_json(&self.targets);
+        if let (Some(all), Some(own)) = (doc.as_object_mut(), self.doc.as_object()) {
+            all.extend(own.clone());
+        }
+        doc
+    }
+
+    /// Prints the report: with `json` the document on stdout (and then, if
+    /// `tables_on_stderr`, the text on stderr for a person watching), else
+    /// the text.
+    pub fn emit(&self, json: bool, tables_on_stderr: bool) -> Result<(), BenchError> {
+        if !json {
+            return print(&self.text());
+        }
+        if tables_on_stderr {
+            eprint!("{}", self.text());
+        }
+        print(&format!("{:#}\n", self.document()))
+    }
 }
 
 /// Prints `text` on stdout.
@@ -320,18 +390,6 @@ pub fn print(text: &str) -> Result<(), BenchError> {
         path: PathBuf::from("standard output"),
         source,
     })
-}
-
-/// Prints the report: `doc` on stdout with `--json` (and then, if
-/// `tables_on_stderr`, `text` on stderr for a person watching), else `text`.
-pub fn emit(json: bool, doc: &Value, text: &str, tables_on_stderr: bool) -> Result<(), BenchError> {
-    if !json {
-        return print(text);
-    }
-    if tables_on_stderr {
-        eprint!("{text}");
-    }
-    print(&format!("{doc:#}\n"))
 }
 
 /// Where a CSV file and its figure go: side by side, `NAME.csv`,
