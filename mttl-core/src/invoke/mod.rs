@@ -278,7 +278,8 @@ impl<R: Decode<()>> Pending<R> {
         let reply = self
             .cell
             .read_for(BlockReason::new("reply to invoke").with_rank(self.node as u32));
-        if trace::on() {
+        // Only remote calls are traced (a local one sends nothing).
+        if trace::on() && self.slot.is_some() {
             let node = Some(self.node);
             trace::named(trace::Kind::InvokeAnswered, node, self.name, 0, None);
         }
