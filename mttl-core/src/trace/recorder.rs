@@ -104,10 +104,15 @@ impl Recorder {
         self.buf.len() - self.open - BLOCK_HEADER_LEN
     }
 
-    /// Step 1's sealing: fills in the open block's header and opens the
-    /// next (nothing to do for an empty block).
-    fn seal(&mut self) {
+    /// Step 1's sealing: fills in the open block's header and, if
+    /// `reopen`, opens the next; the caller has checked that its header
+    /// fits the buffer. An empty open block stays open, or without
+    /// `reopen` is removed. Afterwards everything before `open` is sealed.
+    fn seal(&mut self, reopen: bool) {
         if self.open_count == 0 {
+            if !reopen {
+                self.buf.truncate(self.open);
+            }
             return;
         }
         let len = self.open_len();
@@ -123,17 +128,23 @@ impl Recorder {
         let sum = format::checksum(&[&h, payload]);
         self.buf[self.open..self.open + 24].copy_from_slice(&h);
         self.buf[self.open + 24..self.open + BLOCK_HEADER_LEN].copy_from_slice(&sum.to_le_bytes());
-        self.open_block();
+        if reopen {
+            self.open_block();
+        } else {
+            self.open = self.buf.len();
+        }
     }
 
     /// Makes room for `len` more bytes in the open block (steps 1 and 2);
     /// `false` when the event must be dropped. Returns the begin and end
     /// of a local write it made, to be recorded after the event.
     fn room(&mut self, len: usize) -> Result<Option<(u64, u64, u64)>, ()> {
-        if self.open_len() + len > self.block_limit {
-            self.seal();
-        }
-        if self.buf.len() + len <= self.cap {
+        let seal_first = self.open_len() + len > self.block_limit;
+        let need = len + if seal_first { BLOCK_HEADER_LEN } else { 0 };
+        if self.buf.len() + need <= self.cap {
+            if seal_first {
+                self.seal(true);
+            }
             return Ok(None);
         }
         match self.policy {
@@ -143,19 +154,22 @@ impl Recorder {
             }
             Policy::Local => {
                 let begin = super::now();
-                self.seal();
+                self.seal(false);
                 let bytes = self.open as u64;
                 if !self.write_sealed() {
                     return Err(());
                 }
+                // The buffer is empty: the next block's header fits.
+                self.open_block();
                 self.totals.flushes += 1;
                 Ok(Some((begin, super::now(), bytes)))
             }
         }
     }
 
-    /// Writes the sealed blocks and moves the open block to the buffer's
-    /// start; `false` (tracing stopped) when the write failed.
+    /// Writes the sealed blocks (everything before `open`) and removes
+    /// them from the buffer; `false` (tracing stopped) when the write
+    /// failed.
     fn write_sealed(&mut self) -> bool {
         if let Err(e) = self.sink.append(&self.buf[..self.open]) {
             self.fail(&e);
@@ -269,7 +283,7 @@ impl Recorder {
         if self.failed {
             return self.totals;
         }
-        self.seal();
+        self.seal(false);
         if !self.write_sealed() {
             return self.totals;
         }

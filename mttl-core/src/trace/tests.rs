@@ -105,11 +105,31 @@ fn local_policy_writes_when_full_and_loses_nothing() {
 
 #[test]
 fn the_buffer_never_grows() {
+    for policy in [Policy::Memory, Policy::Local] {
+        let (mut rec, bytes) = recorder(MIN_BUFFER, policy, usize::MAX);
+        for i in 0..10_000 {
+            // Names of every length, so blocks end at every alignment.
+            let name = "abcdefghij".repeat(20)[..(i as usize * 7) % 200].to_owned();
+            let name: &'static str = Box::leak(name.into_boxed_str());
+            rec.name(name);
+            rec.push(&ev(i));
+            assert!(rec.used() <= MIN_BUFFER, "{policy:?} event {i}");
+            assert_eq!(rec.capacity(), MIN_BUFFER, "{policy:?} event {i}");
+        }
+        if policy == Policy::Local {
+            let totals = rec.finish();
+            let (_, events, end) = read_back(&bytes.borrow());
+            assert_eq!(end, Some(totals));
+            assert_eq!(
+                events.iter().filter(|e| e.kind == Kind::Send).count(),
+                10_000
+            );
+        }
+    }
     let (mut rec, _) = recorder(MIN_BUFFER, Policy::Memory, usize::MAX);
     for i in 0..10_000 {
         rec.push(&ev(i));
     }
-    assert!(rec.used() <= MIN_BUFFER && rec.capacity() == MIN_BUFFER);
     let totals = rec.finish();
     assert!(totals.dropped > 9_000 && totals.events + totals.dropped == 10_000);
 }
