@@ -3,7 +3,9 @@
 //! buffer under the `local` policy writes many times and records the same
 //! events, in the same order, as a run that keeps all in memory; a rank
 //! killed mid-run leaves a file readable up to its last complete block;
-//! an unwritable directory stops the job at start.
+//! an unwritable directory stops the job at start; a disk that fills (here
+//! a file size limit) makes each rank say so once and stop tracing, and
+//! the program finishes.
 //!
 //! Each test is a job of its own; see `runtime_support` for how it runs.
 
@@ -19,7 +21,8 @@ use runtime_support::{on_every_backend, Scenario};
 on_every_backend!(
     a_traced_job_writes_one_file_per_rank,
     a_tiny_buffer_flushes_often_and_loses_nothing,
-    an_unwritable_directory_is_refused_at_start;
+    an_unwritable_directory_is_refused_at_start,
+    a_full_disk_stops_tracing_and_the_program_finishes;
     not_local:
     a_killed_rank_leaves_its_complete_blocks =>
         "the rank killed is a process of its own",
@@ -258,4 +261,58 @@ fn an_unwritable_directory_is_refused_at_start(t: Scenario) {
     out.assert_failure();
     out.stderr_line(&["cannot create the trace directory", "MTTL_TRACE"]);
     let _ = std::fs::remove_file(&file);
+}
+
+/// Makes this rank's files fail to grow past `bytes` (EFBIG, as a full
+/// disk fails a write), the signal that would otherwise kill it ignored.
+#[mttl::remote]
+fn limit_file_size(bytes: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit to fill; SIG_IGN is a valid
+    // disposition for SIGXFSZ; setrlimit reads the struct it is given.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim), 0);
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        lim.rlim_cur = bytes;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
+    }
+}
+
+fn a_full_disk_stops_tracing_and_the_program_finishes(t: Scenario) {
+    let dir = trace_dir(&t);
+    let limit = 16 << 10;
+    let out = t
+        .env("MTTL_TRACE", dir.to_str().unwrap())
+        .env("MTTL_TRACE_FLUSH", "local")
+        .env("MTTL_TRACE_BUFFER", "4K")
+        .run(2, move || {
+            mttl::spmd(limit_file_size, (limit,));
+            workload(200);
+        });
+    out.assert_success();
+    for rank in 0..2u32 {
+        let said = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains(&format!("rank {rank}: writing the trace to")))
+            .count();
+        assert_eq!(said, 1, "rank {rank} should say so once:\n{}", out.stderr);
+        let path = dir.join(mttl_core::trace::file_name(rank));
+        let r = mttl_trace::read_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            matches!(r.ending, Ending::WriteFailed { offset } if offset <= limit),
+            "{:?}",
+            r.ending
+        );
+        assert!(!r.events.is_empty() && ends_in_order(&r.events));
+        let text = mttl_trace::info(&mttl_trace::Trace {
+            dir: dir.clone(),
+            ranks: vec![r],
+        });
+        assert!(text.contains("a write failed"), "{text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
