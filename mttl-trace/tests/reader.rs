@@ -1,5 +1,7 @@
-//! The reader against damaged files: a valid trace built with the format's
-//! own encoders, then cut at every length and corrupted at random. The
+//! The reader: a run's files read together, files of two runs or two
+//! format versions refused naming both, a missing rank named; and damaged
+//! files: a valid trace built with the format's own encoders, then cut at
+//! every length and corrupted at random. The
 //! reader must never panic; a cut file reads up to its last complete block
 //! and says where it ends; a corrupted one either reads (the damage missed
 //! anything checked, e.g. bytes after a cut) or names the file and an
@@ -13,13 +15,25 @@ use mttl_trace::{parse, Ending, ReadError};
 /// A file of `blocks` blocks of `per_block` events each and an end block;
 /// returns it and the offsets where its blocks end.
 fn build(blocks: usize, per_block: usize) -> (Vec<u8>, Vec<usize>) {
+    build_for(42, 0, 1, VERSION, blocks, per_block)
+}
+
+/// [`build`] for rank `rank` of `size` in job `job_id`, format `version`.
+fn build_for(
+    job_id: u64,
+    rank: u32,
+    size: u32,
+    version: u16,
+    blocks: usize,
+    per_block: usize,
+) -> (Vec<u8>, Vec<usize>) {
     let header = FileHeader {
-        version: VERSION,
+        version,
         status: STATUS_FINISHED,
         policy: 2,
-        job_id: 42,
-        rank: 0,
-        size: 1,
+        job_id,
+        rank,
+        size,
         mono_start: 1_000,
         real_start: 0,
         buffer: 4096,
@@ -187,5 +201,50 @@ fn a_single_flipped_bit_in_a_block_is_always_detected() {
                 Err(e) => panic!("byte {i} bit {bit}: {e}"),
             }
         }
+    }
+}
+
+/// A directory of the given files (rank, job, version), fresh for `name`.
+fn dir_of(name: &str, files: &[(u32, u64, u16)]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mttl-trace-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for &(rank, job, version) in files {
+        let (bytes, _) = build_for(job, rank, 2, version, 1, 5);
+        std::fs::write(dir.join(mttl_core::trace::file_name(rank)), bytes).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn one_run_reads_and_files_of_two_runs_or_versions_are_refused_naming_both() {
+    let good = dir_of("good", &[(0, 7, VERSION), (1, 7, VERSION)]);
+    let t = mttl_trace::read_dir(&good).unwrap();
+    assert_eq!(t.ranks.len(), 2);
+    assert!(mttl_trace::info(&t).contains("rank 1: 5 events, 2 blocks"));
+
+    let jobs = dir_of("jobs", &[(0, 7, VERSION), (1, 8, VERSION)]);
+    let e = mttl_trace::read_dir(&jobs).unwrap_err().to_string();
+    assert!(
+        e.contains("rank-00000.mttltrace")
+            && e.contains("rank-00001.mttltrace")
+            && e.contains("different runs"),
+        "{e}"
+    );
+
+    let versions = dir_of("versions", &[(0, 7, VERSION), (1, 7, VERSION + 1)]);
+    let e = mttl_trace::read_dir(&versions).unwrap_err().to_string();
+    assert!(
+        e.contains("rank-00001.mttltrace is trace format version 2")
+            && e.contains("reads version 1 (as ")
+            && e.contains("rank-00000.mttltrace"),
+        "{e}"
+    );
+
+    let missing = dir_of("missing", &[(1, 7, VERSION)]);
+    let e = mttl_trace::read_dir(&missing).unwrap_err().to_string();
+    assert!(e.contains("missing: 0"), "{e}");
+    for d in [good, jobs, versions, missing] {
+        let _ = std::fs::remove_dir_all(d);
     }
 }
