@@ -22,7 +22,8 @@ on_every_backend!(
     a_traced_job_writes_one_file_per_rank,
     a_tiny_buffer_flushes_often_and_loses_nothing,
     an_unwritable_directory_is_refused_at_start,
-    a_full_disk_stops_tracing_and_the_program_finishes;
+    a_full_disk_stops_tracing_and_the_program_finishes,
+    a_full_buffer_under_memory_drops_and_says_so;
     not_local:
     a_killed_rank_leaves_its_complete_blocks =>
         "the rank killed is a process of its own",
@@ -313,6 +314,32 @@ fn a_full_disk_stops_tracing_and_the_program_finishes(t: Scenario) {
             ranks: vec![r],
         });
         assert!(text.contains("a write failed"), "{text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn a_full_buffer_under_memory_drops_and_says_so(t: Scenario) {
+    let dir = trace_dir(&t);
+    let out = t
+        .env("MTTL_TRACE", dir.to_str().unwrap())
+        .env("MTTL_TRACE_FLUSH", "memory")
+        .env("MTTL_TRACE_BUFFER", "4K")
+        .run(2, || workload(200));
+    out.assert_success();
+    let trace = mttl_trace::read_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    for r in &trace.ranks {
+        let Ending::Complete(totals) = r.ending else {
+            panic!("{:?}", r.ending);
+        };
+        assert!(totals.dropped > 0 && totals.flushes == 0, "{totals:?}");
+        assert_eq!(totals.events, r.events.len() as u64);
+        let size = std::fs::metadata(&r.path).unwrap().len();
+        assert!(size <= 4096 + 64 + 52, "{size} bytes from a 4 KiB buffer");
+        out.stderr_line(&[
+            &format!("rank {}: ", r.header.rank),
+            "trace events were dropped",
+            "MTTL_TRACE_BUFFER",
+        ]);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

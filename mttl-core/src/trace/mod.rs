@@ -50,6 +50,15 @@ pub(crate) fn on() -> bool {
     ON.with(Cell::get)
 }
 
+/// Writes `line` to stderr in one piece, so that launchers that tag each
+/// piece of output with its rank (`mpirun`) keep it whole. (The context's
+/// `report_line` does the same; this layer sits below it.)
+fn say(line: &str) {
+    use std::io::Write as _;
+    let text = format!("{line}\n");
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
 /// Stops recording (a write failed); the recorder stays for [`finish`].
 fn stop_recording() {
     ON.with(|on| on.set(false));
@@ -107,11 +116,12 @@ pub(crate) fn finish() {
     };
     let totals = rec.finish();
     if totals.dropped > 0 && !rec.failed() {
-        eprintln!(
-            "mttl: {rec:?}: {} events were dropped: the buffer was full and \
+        say(&format!(
+            "mttl: rank {}: {} trace events were dropped: the buffer was full and \
              MTTL_TRACE_FLUSH=memory never writes before the end (raise {BUFFER_VAR} or use local)",
+            rec.rank(),
             totals.dropped
-        );
+        ));
     }
 }
 

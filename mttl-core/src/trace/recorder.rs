@@ -246,12 +246,12 @@ impl Recorder {
     /// A write failed: says so once, stops recording, frees the buffer and
     /// marks the header.
     fn fail(&mut self, e: &std::io::Error) {
-        eprintln!(
+        super::say(&format!(
             "mttl: rank {}: writing the trace to {} failed ({e}); tracing stops here and the \
              trace is incomplete; the program goes on",
             self.header.rank,
             self.sink.describe()
-        );
+        ));
         self.failed = true;
         self.buf = Vec::new();
         self.open = 0;
@@ -270,6 +270,11 @@ impl Recorder {
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         self.buf.capacity()
+    }
+
+    /// The rank recorded.
+    pub(crate) fn rank(&self) -> u32 {
+        self.header.rank
     }
 
     /// Whether a write failed.
