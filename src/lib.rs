@@ -74,6 +74,13 @@ pub use mttl_core::{
 };
 pub use mttl_macros::{main, remote};
 
+/// Tracing (`MTTL_TRACE=DIR` records every rank's communication, calls,
+/// collectives and waits into one file per rank; `mttl-trace` reads them):
+/// user regions, named spans of a rank's time.
+pub mod trace {
+    pub use mttl_core::trace::{region, Region};
+}
+
 /// The serialisation crate, for `#[derive(mttl::Encode, mttl::Decode)]` with
 /// `#[bincode(crate = "mttl::bincode")]`.
 #[doc(no_inline)]

@@ -34,6 +34,7 @@ mod send;
 mod service;
 
 pub(crate) use self::fail::{let_the_failing_rank_exit_first, report_line, report_waits, Waiting};
+pub(crate) use self::send::test_event;
 pub(crate) use self::service::Service;
 
 /// How long the body of a large message may lag its header.

@@ -17,6 +17,7 @@
 //!                       statistics, failure; the `Service` trait
 //!  ──────────────────────────────────────────────────────────────────────────
 //!  base       thread    cooperative threads on pooled coroutine stacks
+//!             trace     the trace recorder (`MTTL_TRACE=DIR`)
 //!             outbox · wire · codec · registry · stats
 //! ```
 //!
@@ -36,7 +37,9 @@
 //! - `outbox`: small messages to one rank batched into one;
 //! - `wire`: message kinds and header layouts;
 //! - `codec`: argument and result serialisation;
-//! - `stats`: per-primitive counts (`MTTL_STATS=1`).
+//! - `stats`: per-primitive counts (`MTTL_STATS=1`);
+//! - [`trace`]: the trace recorder and its file format (`MTTL_TRACE=DIR`),
+//!   user regions ([`trace::region`]).
 //!
 //! How a message travels through these layers, and how to add a service:
 //! `docs/architecture.md`.
@@ -52,6 +55,7 @@ mod runtime;
 mod stats;
 mod sync;
 pub mod thread;
+pub mod trace;
 mod watchdog;
 mod wire;
 

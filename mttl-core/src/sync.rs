@@ -30,6 +30,7 @@ use std::rc::Rc;
 
 use crate::codec::{self, Decode};
 use crate::thread::{self, BlockReason, ThreadId};
+use crate::trace;
 use crate::wire;
 
 mod cells;
@@ -109,9 +110,16 @@ impl<T> SyncCell<T> {
     /// failing rank report the thread waits for).
     #[track_caller]
     pub(crate) fn read_for(&self, reason: BlockReason) -> T {
+        let mut blocked_at = None;
         loop {
             if let Some(v) = self.try_read() {
+                if blocked_at.is_some() {
+                    trace::named(trace::Kind::SyncWait, None, reason.what(), 0, blocked_at);
+                }
                 return v;
+            }
+            if blocked_at.is_none() {
+                blocked_at = trace::begin();
             }
             let Some(me) = thread::current() else {
                 panic!("SyncCell::read on an empty cell outside an mttl thread would wait forever");

@@ -98,6 +98,11 @@ struct Cli {
     /// and exit.
     #[arg(long)]
     line_diff: bool,
+
+    /// Trace the mttl variant's run into DIR, one file per rank (sets
+    /// `MTTL_TRACE`; read it with `mttl-trace info DIR`).
+    #[arg(long, value_name = "DIR")]
+    trace: Option<std::path::PathBuf>,
 }
 
 /// Why `npb` cannot run as asked.
@@ -124,6 +129,12 @@ enum NpbError {
 fn main() -> ExitCode {
     keep_large_allocations_mapped();
     let cli = Cli::parse();
+    if let Some(dir) = &cli.trace {
+        // Absolute, so that every rank writes where the user meant; set
+        // before any thread or rank starts, so no one reads it meanwhile.
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        std::env::set_var("MTTL_TRACE", dir);
+    }
     if cli.line_diff {
         print!("{}", line_diff::report());
         return ExitCode::SUCCESS;

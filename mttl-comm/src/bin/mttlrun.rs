@@ -45,6 +45,11 @@ struct Cli {
     #[arg(long)]
     tag_output: bool,
 
+    /// Trace the run into DIR, one file per rank (sets `MTTL_TRACE` for
+    /// the ranks; read it with `mttl-trace info DIR`).
+    #[arg(long, value_name = "DIR")]
+    trace: Option<PathBuf>,
+
     /// The program to run, and its arguments.
     #[arg(
         value_name = "PROGRAM",
@@ -67,6 +72,13 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .try_init();
     let cli = Cli::parse();
+    if let Some(dir) = &cli.trace {
+        // Absolute, so that every rank writes where the user meant. The
+        // launcher is still one thread here: no one reads the environment
+        // while it changes.
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        std::env::set_var("MTTL_TRACE", dir);
+    }
     let code = match spec_from(cli).and_then(|spec| launch::run(&spec)) {
         Ok(outcome) => outcome.exit_code,
         Err(e) => {

@@ -35,7 +35,7 @@ pub fn alltoall<T: Encode + Decode<()>>(mut values: Vec<T>) -> Vec<T> {
         "alltoall needs one value per node ({n}), got {}",
         values.len()
     );
-    let op = Op::begin(Kind::Alltoall, reason);
+    let op = Op::begin(Kind::Alltoall, None, reason);
     let me = op.rank;
     for k in 1..n {
         let dest = (me + k) % n;
@@ -82,7 +82,7 @@ pub fn alltoall_slice<T: Pod>(send: &[T], recv: &mut [T]) {
         recv.len()
     );
     let block = send.len() / n;
-    let op = Op::begin(Kind::Alltoall, reason);
+    let op = Op::begin(Kind::Alltoall, None, reason);
     let me = op.rank;
     for k in 1..n {
         let dest = (me + k) % n;
@@ -136,7 +136,7 @@ pub fn alltoallv<T: Pod>(send: &[T], send_counts: &[usize], recv: &mut Vec<T>) -
         starts.push(starts[starts.len() - 1] + c);
     }
     let piece = |d: Rank| &send[starts[d]..starts[d + 1]];
-    let op = Op::begin(Kind::Alltoall, reason);
+    let op = Op::begin(Kind::Alltoall, None, reason);
     let me = op.rank;
     for k in 1..n {
         let dest = (me + k) % n;

@@ -25,6 +25,6 @@ use crate::thread::BlockReason;
 pub fn barrier() {
     let reason = BlockReason::new(Kind::Barrier.name());
     crate::global::fence();
-    let op = Op::begin(Kind::Barrier, reason);
+    let op = Op::begin(Kind::Barrier, None, reason);
     algorithm::dissemination(&op);
 }

@@ -34,7 +34,7 @@ use crate::thread::BlockReason;
 pub fn broadcast<T: Encode + Decode<()>>(root: Rank, value: T) -> T {
     let reason = BlockReason::new(Kind::Broadcast.name());
     check_root("broadcast", root);
-    let op = Op::begin(Kind::Broadcast, reason);
+    let op = Op::begin(Kind::Broadcast, Some(root), reason);
     if op.rank == root {
         if op.size > 1 {
             let mut bytes = Vec::new();
@@ -67,7 +67,7 @@ pub fn broadcast_slice<T: bytemuck::Pod>(root: Rank, values: &mut [T]) {
     let reason = BlockReason::new(Kind::Broadcast.name());
     check_root("broadcast_slice", root);
     check_element_size::<T>("broadcast_slice");
-    let op = Op::begin(Kind::Broadcast, reason);
+    let op = Op::begin(Kind::Broadcast, Some(root), reason);
     if op.rank == root {
         algorithm::broadcast_down(&op, root, Some(bytemuck::cast_slice(values)));
         return;

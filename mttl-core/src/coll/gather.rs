@@ -104,7 +104,7 @@ fn decode_from<T: Decode<()>>(op: &Op, rank: Rank, frame: &[u8]) -> T {
 pub fn gather<T: Encode + Decode<()>>(root: Rank, value: T) -> Option<Vec<T>> {
     let reason = BlockReason::new(Kind::Gather.name());
     check_root("gather", root);
-    let op = Op::begin(Kind::Gather, reason);
+    let op = Op::begin(Kind::Gather, Some(root), reason);
     let n = op.size;
     let mut acc = if op.rank == root {
         Frames::placeholder()
@@ -134,7 +134,7 @@ pub fn gather<T: Encode + Decode<()>>(root: Rank, value: T) -> Option<Vec<T>> {
 #[track_caller]
 pub fn allgather<T: Encode + Decode<()>>(value: T) -> Vec<T> {
     let reason = BlockReason::new(Kind::Allgather.name());
-    let op = Op::begin(Kind::Allgather, reason);
+    let op = Op::begin(Kind::Allgather, None, reason);
     let (me, n) = (op.rank, op.size);
     let mut acc = Frames::of(&op, &value);
     algorithm::recursive_doubling(&op, &mut acc);

@@ -30,6 +30,7 @@ use mttl_comm::{Rank, Tag};
 
 use crate::context::{self, Context, Service};
 use crate::thread::{self, BlockReason, ThreadId};
+use crate::trace;
 use crate::wire::{self, Fields};
 
 /// The exit code of a job stopped by a collective's misuse or failure.
@@ -256,13 +257,16 @@ pub(super) struct Op {
     pub(super) kind: Kind,
     pub(super) rank: Rank,
     pub(super) size: usize,
+    /// The root, for the trace (rootless collectives have none).
+    root: Option<Rank>,
     reason: BlockReason,
 }
 
 impl Op {
-    /// Starts the next collective, of `kind`, on this node. `reason` (made
-    /// at the user's call site) gets the sequence number as its detail.
-    pub(super) fn begin(kind: Kind, reason: BlockReason) -> Op {
+    /// Starts the next collective, of `kind` (with `root`, if it has
+    /// one), on this node. `reason` (made at the user's call site) gets the
+    /// sequence number as its detail.
+    pub(super) fn begin(kind: Kind, root: Option<Rank>, reason: BlockReason) -> Op {
         if !thread::in_thread() && context::size() > 1 {
             panic!(
                 "mttl: {kind} must be called from an mttl thread (main, or a function it invokes)"
@@ -299,11 +303,15 @@ impl Op {
             }
             (seq, cx.rank, cx.size)
         });
+        if trace::on() {
+            trace::named(trace::Kind::CollEnter, root, kind.name(), seq, None);
+        }
         Op {
             seq,
             kind,
             rank,
             size,
+            root,
             reason: reason.with_detail("number", seq),
         }
     }
@@ -375,7 +383,13 @@ impl Op {
 }
 
 impl Drop for Op {
+    /// The collective's end: its state cleared, its exit recorded, and the
+    /// trace's seam after every collective run (not while unwinding).
     fn drop(&mut self) {
+        if trace::on() {
+            let name = self.kind.name();
+            trace::named(trace::Kind::CollExit, self.root, name, self.seq, None);
+        }
         let _ = STATE.try_with(|cell| {
             if let Ok(mut guard) = cell.try_borrow_mut() {
                 if let Some(st) = guard.as_mut() {
@@ -384,6 +398,9 @@ impl Drop for Op {
                 }
             }
         });
+        if !std::thread::panicking() {
+            trace::after_collective();
+        }
     }
 }
 

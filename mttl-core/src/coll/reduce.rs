@@ -134,7 +134,7 @@ where
 {
     let reason = BlockReason::new(Kind::Reduce.name());
     check_root("reduce", root);
-    let ctx = Op::begin(Kind::Reduce, reason);
+    let ctx = Op::begin(Kind::Reduce, Some(root), reason);
     let mut acc = ValueAcc::new(value, op);
     let at_zero = algorithm::reduce_up(&ctx, 0, &mut acc);
     if root == 0 {
@@ -185,7 +185,7 @@ where
     F: Fn(T, T) -> T,
 {
     let reason = BlockReason::new(Kind::Allreduce.name());
-    let ctx = Op::begin(Kind::Allreduce, reason);
+    let ctx = Op::begin(Kind::Allreduce, None, reason);
     let mut acc = ValueAcc::new(value, op);
     algorithm::recursive_doubling(&ctx, &mut acc);
     acc.into_value()
@@ -207,7 +207,7 @@ where
 {
     let reason = BlockReason::new(Kind::Allreduce.name());
     check_element_size::<T>("allreduce_slice");
-    let ctx = Op::begin(Kind::Allreduce, reason);
+    let ctx = Op::begin(Kind::Allreduce, None, reason);
     algorithm::recursive_doubling(&ctx, &mut SliceAcc { values, op });
 }
 

@@ -5,12 +5,17 @@
 use mttl_comm::{Comm, CommError, Rank, Received};
 
 use super::{Context, BODY_TIMEOUT, FAILURE_CODE};
+use crate::trace::{self, Kind};
 use crate::wire::{self, Fields};
 
 impl Context {
     /// Receives the body of a large message from `src`.
     pub(crate) fn recv_body(&mut self, src: Rank) -> Vec<u8> {
+        let begin = trace::begin();
         let got = self.comm.recv_from(src, Some(BODY_TIMEOUT));
+        if let Ok(Some(m)) = &got {
+            trace::received(Kind::RecvFrom, begin, m.source, m.tag, m.data.len());
+        }
         self.check_body(src, got.map(|m| m.map(Received::Owned)))
     }
 

@@ -10,6 +10,7 @@ use mttl_comm::{Comm, CommError, CommTuning, ErrorKind, Op, Rank, SendHandle, Ta
 
 use super::Context;
 use crate::outbox::Route;
+use crate::trace::{self, traced, Kind};
 use crate::wire;
 
 /// How long the end of a job waits for the sends of borrowed bodies.
@@ -38,7 +39,14 @@ impl Context {
         self.scratch.extend_from_slice(header);
         self.scratch.extend_from_slice(body);
         self.stats.sent(true, self.scratch.len());
-        self.comm.send(dest, kind, &self.scratch)
+        let len = self.scratch.len();
+        traced!(
+            Kind::Send,
+            dest,
+            kind,
+            len,
+            self.comm.send(dest, kind, &self.scratch)
+        )
     }
 
     /// Sends `header` and `body` as two messages, whatever the body's size
@@ -55,7 +63,14 @@ impl Context {
     ) -> Result<(), CommError> {
         self.check_large(dest, body.len())?;
         let head = (kind | wire::LARGE, header);
-        self.comm.send_headed_bulk(dest, head, wire::DATA, body)?;
+        let len = header.len() + body.len();
+        traced!(
+            Kind::SendHeadedBulk,
+            dest,
+            kind,
+            len,
+            self.comm.send_headed_bulk(dest, head, wire::DATA, body)
+        )?;
         self.stats.sent(true, header.len());
         self.stats.sent(true, body.len());
         Ok(())
@@ -96,11 +111,18 @@ impl Context {
     ) -> Result<SendHandle, CommError> {
         self.check_large(dest, body.len())?;
         let head = (kind | wire::LARGE, header);
-        // SAFETY: the caller's contract, passed on.
-        let handle = unsafe {
-            self.comm
-                .nsend_headed_borrowed(dest, head, wire::DATA, body)
-        }?;
+        let len = header.len() + body.len();
+        let handle = traced!(
+            Kind::NsendHeaded,
+            dest,
+            kind,
+            len,
+            // SAFETY: the caller's contract, passed on.
+            unsafe {
+                self.comm
+                    .nsend_headed_borrowed(dest, head, wire::DATA, body)
+            }
+        )?;
         self.stats.sent(true, header.len());
         self.stats.sent(false, body.len());
         Ok(handle)
@@ -114,7 +136,9 @@ impl Context {
     pub(crate) fn finish_borrowed_sends(&mut self) {
         let start = std::time::Instant::now();
         while let Some(&handle) = self.borrowed_sends.last() {
-            match self.comm.send_done(handle) {
+            let done = self.comm.send_done(handle);
+            test_event(handle.dest, &done);
+            match done {
                 Ok(false) if start.elapsed() < BORROWED_SEND_WAIT => {}
                 // Done, failed (the job ends anyway), or out of time.
                 _ => {
@@ -123,7 +147,9 @@ impl Context {
             }
         }
         while let Some(send) = self.owned_sends.front() {
-            match self.comm.send_done(send.handle) {
+            let done = self.comm.send_done(send.handle);
+            test_event(send.handle.dest, &done);
+            match done {
                 Ok(false) if start.elapsed() < BORROWED_SEND_WAIT => {}
                 // The body is dropped only after the comm layer is: a send
                 // given up on may still read it until then.
@@ -165,7 +191,14 @@ impl Context {
         body_len: usize,
     ) -> Result<(), CommError> {
         self.check_large(dest, body_len)?;
-        self.comm.send(dest, kind | wire::LARGE, header)?;
+        let len = header.len();
+        traced!(
+            Kind::Send,
+            dest,
+            kind | wire::LARGE,
+            len,
+            self.comm.send(dest, kind | wire::LARGE, header)
+        )?;
         self.stats.sent(true, header.len());
         Ok(())
     }
@@ -182,10 +215,19 @@ impl Context {
         if body.len() > self.eager_limit && dest != self.rank {
             self.send_large_header(dest, kind, header, body.len())?;
             self.stats.sent(false, body.len());
-            let h = self.comm.nsend(dest, wire::DATA, body)?;
+            let len = body.len();
+            let h = traced!(
+                Kind::Nsend,
+                dest,
+                wire::DATA,
+                len,
+                self.comm.nsend(dest, wire::DATA, body)
+            )?;
             // Completion is checked later; TCP and MPI keep the buffer.
             self.stats.test += 1;
-            let _ = self.comm.send_done(h)?;
+            let done = self.comm.send_done(h);
+            test_event(dest, &done);
+            let _ = done?;
             return Ok(());
         }
         self.post(dest, kind, header, &body)
@@ -198,7 +240,14 @@ impl Context {
             return Ok(());
         };
         self.stats.sent(true, batch.len());
-        let sent = self.comm.send(dest, wire::BATCH, &batch);
+        let len = batch.len();
+        let sent = traced!(
+            Kind::Send,
+            dest,
+            wire::BATCH,
+            len,
+            self.comm.send(dest, wire::BATCH, &batch)
+        );
         self.outbox.sent_batch(dest, batch);
         sent
     }
@@ -225,5 +274,15 @@ impl Context {
         }
         self.flush_list = dests;
         result
+    }
+}
+
+/// Records a completion test of a send to `dest` (an instant: a test does
+/// not wait), `b` 1 when the send was over.
+#[inline]
+pub(crate) fn test_event(dest: Rank, done: &Result<bool, CommError>) {
+    if trace::on() {
+        let over = matches!(done, Ok(true));
+        trace::event(Kind::Test, Some(dest), 0, u64::from(over), None);
     }
 }

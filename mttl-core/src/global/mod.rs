@@ -158,6 +158,7 @@ use self::error::Fault;
 use self::owner::{InPlace, Owner};
 use self::region::{RegionBuf, Regions};
 use crate::context::{self, Context, Service};
+use crate::trace::{self, Kind};
 use crate::wire::{self, HeaderBuf};
 
 thread_local! {
@@ -408,6 +409,17 @@ pub fn fence() {
 /// waited for.
 #[track_caller]
 pub fn try_fence() -> Result<(), GlobalError> {
+    let begin = trace::begin();
+    let r = fence_untraced();
+    if begin.is_some() {
+        trace::event(Kind::Fence, None, 0, 0, begin);
+    }
+    r
+}
+
+/// [`try_fence`] without its trace event.
+#[track_caller]
+fn fence_untraced() -> Result<(), GlobalError> {
     let requests = with_cx(|cx| {
         if cx.global.all_confirmed() {
             return Vec::new();

@@ -46,6 +46,7 @@ use crate::context::BODY_TIMEOUT;
 use crate::registry::{Callable, Registry};
 use crate::sync;
 use crate::thread;
+use crate::trace::{self, Kind};
 use crate::wire::{self, Fields, HeaderBuf};
 
 /// The longest header of a remote-memory message (`METHOD`).
@@ -187,11 +188,21 @@ pub(crate) fn receive_write_in_place(
     };
     let (room, elem) = (buf.byte_len() - off, buf.elem_size());
     let comm = &mut cx.comm;
+    let begin = trace::begin();
     let got = buf.with_bytes_mut(off, room, |target| {
         comm.recv_from_into(src, Some(BODY_TIMEOUT), target, &|e| {
             e.tag == wire::DATA && e.len % elem == 0
         })
     });
+    match &got {
+        Some(Ok(Some(Received::Placed(e)))) => {
+            trace::received(Kind::RecvInto, begin, e.source, e.tag, e.len);
+        }
+        Some(Ok(Some(Received::Owned(m)))) => {
+            trace::received(Kind::RecvInto, begin, m.source, m.tag, m.data.len());
+        }
+        _ => {}
+    }
     match got {
         None => InPlace::NotTried,
         Some(Ok(Some(placed @ Received::Placed(_)))) => {

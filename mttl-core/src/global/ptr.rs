@@ -25,6 +25,7 @@ use crate::context;
 use crate::invoke::{self, RemoteMethod};
 use crate::registry::Callable;
 use crate::thread;
+use crate::trace::{self, Kind};
 use crate::wire::{self, HeaderBuf};
 
 /// A pointer to a `T` in global memory: a rank, one of its registered
@@ -374,6 +375,18 @@ impl<T: Pod> GlobalPtr<T> {
     /// `out` asks nothing of the owner.
     #[track_caller]
     pub fn try_read_slice(&self, out: &mut [T]) -> Result<(), GlobalError> {
+        let begin = trace::begin();
+        let bytes = std::mem::size_of_val(out) as u64;
+        let r = self.read_slice_untraced(out);
+        if begin.is_some() {
+            trace::event(Kind::Read, Some(self.node()), 0, bytes, begin);
+        }
+        r
+    }
+
+    /// [`try_read_slice`](Self::try_read_slice) without its trace event.
+    #[track_caller]
+    fn read_slice_untraced(&self, out: &mut [T]) -> Result<(), GlobalError> {
         let out: &mut [u8] = bytemuck::cast_slice_mut(out);
         let at = self.access("read", out.len())?;
         if out.is_empty() {

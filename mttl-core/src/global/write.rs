@@ -17,6 +17,7 @@ use super::with_cx;
 use super::{or_panic, pack_addr};
 use crate::context::{self, Context, OwnedSend};
 use crate::thread;
+use crate::trace::{self, Kind};
 use crate::wire::{self, HeaderBuf};
 
 /// Whether a write body of `len` bytes goes as a second message, straight
@@ -58,9 +59,9 @@ fn wait_for_send(node: Rank, handle: SendHandle) {
             // The runtime's loop, which runs at every yield, takes what
             // arrives meanwhile: a body written to this rank is left in the
             // network for it to place.
-            let done = cx
-                .comm
-                .send_finished(handle)
+            let done = cx.comm.send_finished(handle);
+            context::test_event(node, &done);
+            let done = done
                 .unwrap_or_else(|e| cx.fail(&format!("sending a write to rank {node}: {e}"), 1));
             if done {
                 cx.borrowed_sends.retain(|&h| h != handle);
@@ -103,6 +104,7 @@ pub(crate) fn reap_owned_sends(max_sends: usize, max_bytes: usize) {
                 } else {
                     cx.comm.send_done(send.handle)
                 };
+                context::test_event(node, &over);
                 match over {
                     Ok(true) => {
                         if let Some(send) = cx.owned_sends.pop_front() {
@@ -245,6 +247,7 @@ impl<T: Pod> GlobalPtr<T> {
         if at.local || !context::with(|cx| splits_write(cx, bytes.len())) {
             return self.put(elems, "nwrite", false);
         }
+        let begin = trace::begin();
         let elem = elem_size::<T>();
         let pieces = bytes.len().div_ceil(piece_len(elem));
         let (ptr, len) = (bytes.as_ptr(), bytes.len());
@@ -281,12 +284,27 @@ impl<T: Pod> GlobalPtr<T> {
             offset = offset.wrapping_add(n as u64);
         }
         reap_owned_sends(MAX_OWNED_SENDS, MAX_OWNED_BYTES);
+        if begin.is_some() {
+            trace::event(Kind::Nwrite, Some(at.node), 0, len as u64, begin);
+        }
         Ok(())
     }
 
     /// The two writes: `WRITE_ACK`s waited for, or `WRITE`s counted for
     /// the next fence.
     pub(super) fn put(&self, data: &[T], op: &'static str, wait: bool) -> Result<(), GlobalError> {
+        let begin = trace::begin();
+        let r = self.put_untraced(data, op, wait);
+        if begin.is_some() {
+            let kind = if wait { Kind::Write } else { Kind::Nwrite };
+            let bytes = std::mem::size_of_val(data) as u64;
+            trace::event(kind, Some(self.node()), 0, bytes, begin);
+        }
+        r
+    }
+
+    /// [`put`](Self::put) without its trace event.
+    fn put_untraced(&self, data: &[T], op: &'static str, wait: bool) -> Result<(), GlobalError> {
         let data: &[u8] = bytemuck::cast_slice(data);
         let at = self.access(op, data.len())?;
         if data.is_empty() {

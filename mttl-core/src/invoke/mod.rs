@@ -42,6 +42,7 @@ use crate::context::{self, Context, Service};
 use crate::registry::{Callable, Registry, RemoteFn};
 use crate::sync::{self, SyncCell};
 use crate::thread::{self, BlockReason};
+use crate::trace;
 use crate::wire::{self, Fields, HeaderBuf};
 
 mod nowait;
@@ -277,6 +278,11 @@ impl<R: Decode<()>> Pending<R> {
         let reply = self
             .cell
             .read_for(BlockReason::new("reply to invoke").with_rank(self.node as u32));
+        // Only remote calls are traced (a local one sends nothing).
+        if trace::on() && self.slot.is_some() {
+            let node = Some(self.node);
+            trace::named(trace::Kind::InvokeAnswered, node, self.name, 0, None);
+        }
         if let Some(slot) = self.slot.take() {
             sync::remove_cell(slot);
         }
@@ -440,6 +446,9 @@ where
         panic!("invoke of {}: {e}", entry.name);
     }
     let slot = sync::insert_cell(cell.weak_any(), deliver_reply);
+    if trace::on() {
+        trace::named(trace::Kind::InvokeIssued, Some(node), entry.name, 0, None);
+    }
     context::with(|cx| {
         let header = HeaderBuf::with_capacity(13)
             .u64(entry.id)
@@ -495,6 +504,9 @@ where
     let mut body = Vec::new();
     if let Err(e) = codec::encode_into(&args, &mut body) {
         panic!("invoke_nowait of {}: {e}", entry.name);
+    }
+    if trace::on() {
+        trace::named(trace::Kind::InvokeIssued, Some(node), entry.name, 1, None);
     }
     context::with(|cx| {
         let header = HeaderBuf::with_capacity(13)
@@ -616,7 +628,11 @@ fn serve(src: Rank, id: u64, cell: u32, flags: u8, args: Vec<u8>) {
         nowait::started(src);
     }
     thread::spawn_detached(name, move || {
+        let begin = trace::begin();
         let (status, body) = run_registered(entry, id, &args, flags);
+        if begin.is_some() {
+            trace::named(trace::Kind::InvokeServed, Some(src), name, 0, begin);
+        }
         if cell != NO_REPLY {
             sync::write_cell(src, cell, status, &body);
         } else {

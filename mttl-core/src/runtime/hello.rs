@@ -6,6 +6,9 @@
 //!    its own, explaining each difference from the listing.
 //! 3. It answers every rank with `HELLO_ACK`: `STATUS_OK`, or
 //!    `STATUS_ERROR` and the differences.
+//!    With `STATUS_OK` goes the job's id (8 bytes), drawn by rank 0: the
+//!    trace files of one run carry it, so files of different runs are
+//!    never read as one.
 //! 4. On a difference every rank prints it and exits with
 //!    [`MISMATCH_CODE`]; rank 0 waits a moment first, so its answers reach
 //!    every rank.
@@ -19,12 +22,12 @@ use crate::context::{self, report_line, FAILURE_CODE};
 use crate::registry::Registry;
 use crate::wire::{self, Fields, HeaderBuf};
 
-/// Start-up step 3.
-pub(super) fn check_registries() {
+/// Start-up step 3. Returns the job's id.
+pub(super) fn check_registries() -> u64 {
     context::with(|cx| {
         let reg = Registry::get();
         if cx.size == 1 {
-            return;
+            return new_job_id();
         }
         if cx.rank != 0 {
             let header = HeaderBuf::with_capacity(8).u64(reg.digest()).bytes;
@@ -48,7 +51,13 @@ pub(super) fn check_registries() {
                 ));
                 std::process::exit(MISMATCH_CODE);
             }
-            return;
+            return match ack.data.get(1..9) {
+                Some(id) => Fields(id).u64(),
+                None => cx.fail(
+                    "rank 0 answered the start-up check without the job's id",
+                    FAILURE_CODE,
+                ),
+            };
         }
         let mut problems = Vec::new();
         for _ in 1..cx.size {
@@ -71,8 +80,11 @@ pub(super) fn check_registries() {
                     .push(reg.explain_mismatch(m.source, &String::from_utf8_lossy(&m.data[8..])));
             }
         }
+        let job_id = new_job_id();
         let verdict = if problems.is_empty() {
-            vec![wire::STATUS_OK]
+            let mut v = vec![wire::STATUS_OK];
+            v.extend_from_slice(&job_id.to_le_bytes());
+            v
         } else {
             let mut v = vec![wire::STATUS_ERROR];
             v.extend_from_slice(problems.join("\n").as_bytes());
@@ -91,5 +103,25 @@ pub(super) fn check_registries() {
             std::thread::sleep(Duration::from_millis(200));
             std::process::exit(MISMATCH_CODE);
         }
-    });
+        job_id
+    })
+}
+
+/// A fresh job id: the time, this process and a counter, mixed
+/// (splitmix64's finaliser; unique enough to tell runs apart, not a
+/// secret).
+fn new_job_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut z = nanos
+        ^ (u64::from(std::process::id()) << 32)
+        ^ COUNTER
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }

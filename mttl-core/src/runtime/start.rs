@@ -11,6 +11,7 @@ use super::{exit, hello, BATCH, IDLE_TICK, TCP_POLL_EVERY};
 use crate::context::{self, report_line, Context, FAILURE_CODE};
 use crate::stats;
 use crate::thread;
+use crate::trace::{self, Kind};
 use crate::watchdog;
 
 /// What `#[mttl::main]` may return: `()`, an `i32` exit code, or a
@@ -83,8 +84,13 @@ pub(super) fn run_rank<R: MainResult>(
         return FAILURE_CODE;
     }
     context::install(cx);
-    hello::check_registries();
-    context::with(Context::flush_all_or_fail);
+    let job_id = hello::check_registries();
+    context::with(|cx| {
+        if let Err(e) = trace::start(job_id, cx.rank as u32, cx.size as u32) {
+            cx.fail(&format!("rank {}: {e}", cx.rank), FAILURE_CODE);
+        }
+        cx.flush_all_or_fail();
+    });
     if let (0, Some(main)) = (rank, main) {
         thread::spawn_detached("main", move || {
             let code = main().exit_code();
@@ -95,6 +101,7 @@ pub(super) fn run_rank<R: MainResult>(
     // Shut-down. Threads still suspended are about to be unwound: their
     // memory must not be freed under a send still reading it.
     context::try_with(Context::finish_borrowed_sends);
+    trace::finish();
     let cx = context::uninstall();
     stop_services();
     thread::unwind_all();
@@ -145,9 +152,11 @@ fn serve() {
         // Dispatch what has arrived, then get back to the threads.
         for _ in 0..BATCH {
             let got = context::with(|cx| {
+                let begin = trace::begin();
                 let m = cx.comm.recv_any(wait);
-                if let Ok(Some(_)) = &m {
+                if let Ok(Some(m)) = &m {
                     cx.stats.recv += 1;
+                    trace::received(Kind::RecvAny, begin, m.source, m.tag, m.data.len());
                 }
                 m
             });

@@ -1,0 +1,17 @@
+//! The reader of mttl traces and the `mttl-trace` tool's commands.
+//!
+//! A traced run (`MTTL_TRACE=DIR`) leaves one file per rank in `DIR`;
+//! [`read_dir`] reads them all, checks that they are one run's (same job,
+//! same format version, every rank once) and gives each rank's events in
+//! the order they were recorded. A rank that was killed, or whose disk
+//! filled, is read up to its last complete block and says where it ends;
+//! corrupted bytes are an error naming the file and the offset. The byte
+//! layout is `mttl_core::trace::format` (and `docs/trace-format.md`).
+//!
+//! Files: `read` (files and blocks), `report` (`info` and `stats`).
+
+mod read;
+mod report;
+
+pub use read::{parse, read_dir, read_file, Ending, RankTrace, ReadError, Trace};
+pub use report::{info, stats};

@@ -1,0 +1,170 @@
+//! What `mttl-trace info` and `mttl-trace stats` print, as text.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use mttl_core::trace::format::Kind;
+
+use crate::read::{Ending, RankTrace, Trace};
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// `info`: the job, then per rank its events, blocks, time span and how
+/// its trace ends.
+pub fn info(t: &Trace) -> String {
+    let h = &t.ranks[0].header;
+    let policy = match h.policy {
+        1 => "memory",
+        2 => "local",
+        _ => "unknown",
+    };
+    let mut out = format!(
+        "{}: job {:#018x}, {} ranks, format {}, flush policy {policy}, buffer {} bytes\n",
+        t.dir.display(),
+        h.job_id,
+        h.size,
+        h.version,
+        h.buffer
+    );
+    for r in &t.ranks {
+        let span = match (r.events.first(), r.events.last()) {
+            (Some(a), Some(b)) => b.end.saturating_sub(a.begin),
+            _ => 0,
+        };
+        let ending = match &r.ending {
+            Ending::Complete(totals) => format!(
+                "complete ({} flushes before the end, {} events dropped)",
+                totals.flushes, totals.dropped
+            ),
+            Ending::Truncated { offset } => format!(
+                "INCOMPLETE: ends at byte {offset}, after its last complete block (rank killed?)"
+            ),
+            Ending::WriteFailed { offset } => {
+                format!("INCOMPLETE: a write failed; readable up to byte {offset}")
+            }
+        };
+        let _ = writeln!(
+            out,
+            "rank {}: {} events, {} blocks, {:.3} ms, {ending}",
+            r.header.rank,
+            r.events.len(),
+            r.blocks,
+            ms(span)
+        );
+    }
+    out
+}
+
+/// One line of a breakdown: how many, and the time they took.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    count: u64,
+    ns: u64,
+    bytes: u64,
+}
+
+impl Tally {
+    fn add(&mut self, ns: u64, bytes: u64) {
+        self.count += 1;
+        self.ns += ns;
+        self.bytes += bytes;
+    }
+}
+
+/// `stats`: per rank, time in comm primitives by kind, remote calls,
+/// global memory, waits, each collective kind's count and wait time, and
+/// user regions.
+pub fn stats(t: &Trace) -> String {
+    let mut out = String::new();
+    for r in &t.ranks {
+        let _ = writeln!(out, "rank {}:", r.header.rank);
+        rank_stats(r, &mut out);
+    }
+    out
+}
+
+fn rank_stats(r: &RankTrace, out: &mut String) {
+    let mut by_kind: BTreeMap<Kind, Tally> = BTreeMap::new();
+    let mut colls: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut regions: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut served: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut open_coll: Option<(u64, u64)> = None;
+    let mut open_regions: Vec<(u64, u64)> = Vec::new();
+    for e in &r.events {
+        let dur = e.end - e.begin;
+        match e.kind {
+            Kind::CollEnter => open_coll = Some((e.b, e.end)),
+            Kind::CollExit => {
+                if let Some((seq, t0)) = open_coll.take() {
+                    if seq == e.b {
+                        colls.entry(r.name(e.a)).or_default().add(e.end - t0, 0);
+                    }
+                }
+            }
+            Kind::RegionBegin => open_regions.push((e.a, e.end)),
+            Kind::RegionEnd => {
+                if let Some(i) = open_regions.iter().rposition(|&(a, _)| a == e.a) {
+                    let (_, t0) = open_regions.remove(i);
+                    regions.entry(r.name(e.a)).or_default().add(e.end - t0, 0);
+                }
+            }
+            Kind::InvokeServed => served.entry(r.name(e.a)).or_default().add(dur, 0),
+            _ => by_kind.entry(e.kind).or_default().add(dur, e.b),
+        }
+    }
+    let section = |out: &mut String, title: &str, rows: Vec<(String, Tally)>, bytes: bool| {
+        if rows.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "  {title}:");
+        for (name, t) in rows {
+            let _ = write!(
+                out,
+                "    {name:<24} {:>9} calls {:>12.3} ms",
+                t.count,
+                ms(t.ns)
+            );
+            if bytes {
+                let _ = write!(out, " {:>14} bytes", t.bytes);
+            }
+            out.push('\n');
+        }
+    };
+    let pick = |f: fn(Kind) -> bool| -> Vec<(String, Tally)> {
+        by_kind
+            .iter()
+            .filter(|(k, _)| f(**k))
+            .map(|(k, t)| (k.name().to_owned(), *t))
+            .collect()
+    };
+    section(out, "comm primitives", pick(Kind::is_comm), true);
+    section(
+        out,
+        "remote calls issued / answered",
+        pick(|k| matches!(k, Kind::InvokeIssued | Kind::InvokeAnswered)),
+        false,
+    );
+    section(
+        out,
+        "remote calls served",
+        served.into_iter().collect(),
+        false,
+    );
+    section(
+        out,
+        "global memory",
+        pick(|k| matches!(k, Kind::Read | Kind::Write | Kind::Nwrite | Kind::Fence)),
+        true,
+    );
+    section(out, "waits", pick(|k| k == Kind::SyncWait), false);
+    section(
+        out,
+        "collectives (enter to exit)",
+        colls.into_iter().collect(),
+        false,
+    );
+    section(out, "regions", regions.into_iter().collect(), false);
+    section(out, "trace writes", pick(|k| k == Kind::Flush), true);
+}
