@@ -184,7 +184,7 @@ fn a_traced_job_writes_one_file_per_rank(t: Scenario) {
 }
 
 fn a_tiny_buffer_flushes_often_and_loses_nothing(t: Scenario) {
-    let iterations = 200;
+    let iterations = 400;
     let memory_dir = trace_dir(&t).with_extension("memory");
     let local_dir = trace_dir(&t).with_extension("local");
     let _ = std::fs::remove_dir_all(&memory_dir);
