@@ -54,6 +54,9 @@ enum Command {
     },
 }
 
+/// A command's text and whether it passed.
+type Report = fn(&mttl_trace::Trace) -> (String, bool);
+
 fn check(t: &mttl_trace::Trace) -> (String, bool) {
     let c = mttl_trace::check(t);
     (mttl_trace::check_report(&c), !c.failed())
@@ -61,7 +64,7 @@ fn check(t: &mttl_trace::Trace) -> (String, bool) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (dir, report): (_, fn(&mttl_trace::Trace) -> (String, bool)) = match cli.command {
+    let (dir, report): (_, Report) = match cli.command {
         Command::Info { dir } => (dir, |t| (mttl_trace::info(t), true)),
         Command::Stats { dir } => (dir, |t| (mttl_trace::stats(t), true)),
         Command::Timeline { dir } => (dir, |t| (mttl_trace::timeline(t), true)),
