@@ -5,7 +5,9 @@
 //! killed mid-run leaves a file readable up to its last complete block;
 //! an unwritable directory stops the job at start; a disk that fills (here
 //! a file size limit) makes each rank say so once and stop tracing, and
-//! the program finishes.
+//! the program finishes; a tiny buffer under `equalized` suspends every
+//! rank many times, for the same Z everywhere, and the reconstructed trace
+//! holds the memory run's events with no clock-condition violation.
 //!
 //! Each test is a job of its own; see `runtime_support` for how it runs.
 
@@ -23,7 +25,8 @@ on_every_backend!(
     a_tiny_buffer_flushes_often_and_loses_nothing,
     an_unwritable_directory_is_refused_at_start,
     a_full_disk_stops_tracing_and_the_program_finishes,
-    a_full_buffer_under_memory_drops_and_says_so;
+    a_full_buffer_under_memory_drops_and_says_so,
+    equalized_suspensions_are_equal_and_reconstruct_to_a_memory_run;
     not_local:
     a_killed_rank_leaves_its_complete_blocks =>
         "the rank killed is a process of its own",
@@ -342,4 +345,68 @@ fn a_full_buffer_under_memory_drops_and_says_so(t: Scenario) {
         ]);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn equalized_suspensions_are_equal_and_reconstruct_to_a_memory_run(t: Scenario) {
+    let iterations = 100;
+    let memory_dir = trace_dir(&t).with_extension("memory");
+    let eq_dir = trace_dir(&t).with_extension("equalized");
+    let _ = std::fs::remove_dir_all(&memory_dir);
+    let _ = std::fs::remove_dir_all(&eq_dir);
+    t.clone()
+        .env("MTTL_TRACE", memory_dir.to_str().unwrap())
+        .env("MTTL_TRACE_FLUSH", "memory")
+        .run(3, move || workload(iterations))
+        .assert_success();
+    t.env("MTTL_TRACE", eq_dir.to_str().unwrap())
+        .env("MTTL_TRACE_FLUSH", "equalized")
+        .env("MTTL_TRACE_BUFFER", "4K")
+        .run(3, move || workload(iterations))
+        .assert_success();
+    let memory = mttl_trace::read_dir(&memory_dir).unwrap_or_else(|e| panic!("{e}"));
+    let eq = mttl_trace::read_dir(&eq_dir).unwrap_or_else(|e| panic!("{e}"));
+    let zs: Vec<Vec<u64>> = eq
+        .ranks
+        .iter()
+        .map(|r| {
+            assert!(matches!(r.ending, Ending::Complete(tot) if tot.dropped == 0));
+            assert!(ends_in_order(&r.events));
+            r.events
+                .iter()
+                .filter(|e| e.kind == Kind::Suspension)
+                .map(|e| {
+                    assert!(e.end - e.begin >= e.a, "waited less than Z: {e:?}");
+                    e.a
+                })
+                .collect()
+        })
+        .collect();
+    assert!(zs[0].len() >= 5, "{} suspensions", zs[0].len());
+    assert!(zs.iter().all(|z| *z == zs[0]), "{zs:?}");
+    let offsets = eq.ranks[0]
+        .events
+        .iter()
+        .filter(|e| e.kind == Kind::ClockOffset)
+        .count();
+    assert_eq!(
+        offsets,
+        2 * zs[0].len(),
+        "one per other rank and suspension"
+    );
+    let rec = mttl_trace::reconstruct(&eq);
+    for ((m, e), r) in memory.ranks.iter().zip(&eq.ranks).zip(&rec.ranks) {
+        assert_eq!(r.suspensions, zs[0].len());
+        assert!(r.span < r.traced_span);
+        let mut rebuilt = e.clone();
+        rebuilt.events = r.events.clone();
+        assert!(ends_in_order(&rebuilt.events), "rank {}", e.header.rank);
+        let (pm, pr) = (program_events(m), program_events(&rebuilt));
+        assert!(pm.len() > 100, "{}", pm.len());
+        assert_eq!(pm, pr, "rank {}", m.header.rank);
+    }
+    let check = mttl_trace::check(&eq);
+    assert!(check.pairs > 1000, "{check:?}");
+    assert!(!check.failed(), "{check:?}");
+    let _ = std::fs::remove_dir_all(&memory_dir);
+    let _ = std::fs::remove_dir_all(&eq_dir);
 }

@@ -8,10 +8,19 @@
 //! corrupted bytes are an error naming the file and the offset. The byte
 //! layout is `mttl_core::trace::format` (and `docs/trace-format.md`).
 //!
-//! Files: `read` (files and blocks), `report` (`info` and `stats`).
+//! Files: `read` (files and blocks), `report` (`info` and `stats`),
+//! `clock` (offsets and suspensions), `analysis` (`timeline`,
+//! `reconstruct`, `check`).
 
+mod analysis;
+mod clock;
 mod read;
 mod report;
 
+pub use analysis::{
+    check, check_report, reconstruct, reconstruct_report, timeline, Check, ReconstructedRank,
+    Reconstruction,
+};
+pub use clock::{is_tracing, Clocks};
 pub use read::{parse, read_dir, read_file, Ending, RankTrace, ReadError, Trace};
 pub use report::{info, stats};

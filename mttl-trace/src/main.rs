@@ -3,6 +3,10 @@
 //! ```text
 //! mttl-trace info DIR     the job, and per rank: events, blocks, time span, how it ends
 //! mttl-trace stats DIR    per rank: comm primitives, calls, waits, collectives, regions
+//! mttl-trace timeline DIR     every event of every rank on rank 0's clock
+//! mttl-trace reconstruct DIR  suspensions removed: the run time and per-rank totals
+//! mttl-trace check DIR        every receive after its send, every send received
+//!                             (exits 1 when a violation remains after correction)
 //! ```
 
 use std::path::PathBuf;
@@ -32,18 +36,50 @@ enum Command {
         /// The trace directory.
         dir: PathBuf,
     },
+    /// Every event of every rank on rank 0's clock, in time order.
+    Timeline {
+        /// The trace directory.
+        dir: PathBuf,
+    },
+    /// The run with its suspensions removed: run time and per-rank totals.
+    Reconstruct {
+        /// The trace directory.
+        dir: PathBuf,
+    },
+    /// Pairs sends and receives; fails when any receive precedes its send
+    /// after correction or a message has no pair.
+    Check {
+        /// The trace directory.
+        dir: PathBuf,
+    },
+}
+
+/// A command's text and whether it passed.
+type Report = fn(&mttl_trace::Trace) -> (String, bool);
+
+fn check(t: &mttl_trace::Trace) -> (String, bool) {
+    let c = mttl_trace::check(t);
+    (mttl_trace::check_report(&c), !c.failed())
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (dir, report): (_, fn(&mttl_trace::Trace) -> String) = match cli.command {
-        Command::Info { dir } => (dir, mttl_trace::info),
-        Command::Stats { dir } => (dir, mttl_trace::stats),
+    let (dir, report): (_, Report) = match cli.command {
+        Command::Info { dir } => (dir, |t| (mttl_trace::info(t), true)),
+        Command::Stats { dir } => (dir, |t| (mttl_trace::stats(t), true)),
+        Command::Timeline { dir } => (dir, |t| (mttl_trace::timeline(t), true)),
+        Command::Reconstruct { dir } => (dir, |t| (mttl_trace::reconstruct_report(t), true)),
+        Command::Check { dir } => (dir, check),
     };
     match mttl_trace::read_dir(&dir) {
         Ok(trace) => {
-            print!("{}", report(&trace));
-            ExitCode::SUCCESS
+            let (text, ok) = report(&trace);
+            print!("{text}");
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
         Err(e) => {
             eprintln!("mttl-trace: {e}");

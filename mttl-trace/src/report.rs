@@ -18,6 +18,8 @@ pub fn info(t: &Trace) -> String {
     let policy = match h.policy {
         1 => "memory",
         2 => "local",
+        3 => "equalized",
+        4 => "static",
         _ => "unknown",
     };
     let mut out = format!(

@@ -51,7 +51,16 @@ pub(super) enum Kind {
     Gather = 5,
     Allgather = 6,
     Alltoall = 7,
+    /// The trace's vote after a collective (`suspension`): internal.
+    TraceVote = 8,
+    /// The trace's suspension (clocks, t_i, Z): internal.
+    TraceSuspension = 9,
 }
+
+/// The first sequence number of the internal collectives (the trace's
+/// suspensions), which count apart so that the user's collectives have the
+/// same numbers whether or not the trace suspends.
+const INTERNAL_BASE: u64 = 1 << 63;
 
 impl Kind {
     fn from_u8(b: u8) -> Option<Kind> {
@@ -63,6 +72,8 @@ impl Kind {
             5 => Kind::Gather,
             6 => Kind::Allgather,
             7 => Kind::Alltoall,
+            8 => Kind::TraceVote,
+            9 => Kind::TraceSuspension,
             _ => return None,
         })
     }
@@ -77,7 +88,15 @@ impl Kind {
             Kind::Gather => "gather",
             Kind::Allgather => "allgather",
             Kind::Alltoall => "alltoall",
+            Kind::TraceVote => "trace vote",
+            Kind::TraceSuspension => "trace suspension",
         }
+    }
+
+    /// Whether it is one of the runtime's own collectives, numbered from
+    /// [`INTERNAL_BASE`], not traced and followed by no suspension.
+    pub(super) fn internal(self) -> bool {
+        matches!(self, Kind::TraceVote | Kind::TraceSuspension)
     }
 }
 
@@ -127,6 +146,8 @@ fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
 pub(crate) struct State {
     /// The sequence number of the next collective this node starts.
     next_seq: u64,
+    /// The internal collectives this node has started.
+    internal_started: u64,
     /// The collective running on this node, if any.
     current: Option<(u64, Kind)>,
     mailbox: BTreeMap<Key, Parcel>,
@@ -137,6 +158,7 @@ impl fmt::Debug for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("coll::State")
             .field("next_seq", &self.next_seq)
+            .field("internal_started", &self.internal_started)
             .field("current", &self.current)
             .field("buffered", &self.mailbox.len())
             .field("waiter", &self.waiter)
@@ -162,7 +184,18 @@ impl State {
         step: u8,
         body: Vec<u8>,
     ) -> Result<(), String> {
-        let floor = self.current.map_or(self.next_seq, |(s, _)| s);
+        let internal = seq >= INTERNAL_BASE;
+        if internal != kind.internal() {
+            return Err(format!(
+                "rank {src} sent a message for {kind} numbered {seq}, outside its numbering: \
+                 are both running the same mttl?"
+            ));
+        }
+        let floor = match self.current {
+            Some((s, _)) if (s >= INTERNAL_BASE) == internal => s,
+            _ if internal => INTERNAL_BASE + self.internal_started,
+            _ => self.next_seq,
+        };
         if seq < floor {
             return Err(format!(
                 "rank {src} sent a message for {kind} #{seq}, which this node has already \
@@ -218,6 +251,7 @@ pub(crate) struct Collectives;
 impl Service for Collectives {
     fn start(_cx: &Context) -> Result<(), String> {
         STATE.with(|cell| *cell.borrow_mut() = Some(State::default()));
+        super::suspension::reset();
         Ok(())
     }
 
@@ -275,10 +309,18 @@ impl Op {
         let (seq, rank, size) = context::with(|cx| {
             let st = with_state(|st| {
                 let current = st.current;
-                let seq = st.next_seq;
+                let seq = if kind.internal() {
+                    INTERNAL_BASE + st.internal_started
+                } else {
+                    st.next_seq
+                };
                 let filed = st.filed_kind(seq);
                 if current.is_none() && filed.is_none_or(|(k, _)| k == kind) {
-                    st.next_seq += 1;
+                    if kind.internal() {
+                        st.internal_started += 1;
+                    } else {
+                        st.next_seq += 1;
+                    }
                     st.current = Some((seq, kind));
                 }
                 (current, seq, filed)
@@ -303,7 +345,7 @@ impl Op {
             }
             (seq, cx.rank, cx.size)
         });
-        if trace::on() {
+        if trace::on() && !kind.internal() {
             trace::named(trace::Kind::CollEnter, root, kind.name(), seq, None);
         }
         Op {
@@ -386,7 +428,8 @@ impl Drop for Op {
     /// The collective's end: its state cleared, its exit recorded, and the
     /// trace's seam after every collective run (not while unwinding).
     fn drop(&mut self) {
-        if trace::on() {
+        let internal = self.kind.internal();
+        if trace::on() && !internal {
             let name = self.kind.name();
             trace::named(trace::Kind::CollExit, self.root, name, self.seq, None);
         }
@@ -398,8 +441,10 @@ impl Drop for Op {
                 }
             }
         });
-        if !std::thread::panicking() {
-            trace::after_collective();
+        if !internal && !std::thread::panicking() {
+            if let Some(due) = trace::after_collective() {
+                super::suspension::run(due);
+            }
         }
     }
 }
@@ -411,6 +456,21 @@ mod tests {
     #[test]
     fn header_length_matches_the_wire_table() {
         assert_eq!(wire::header_len(wire::COLL), Some(COLL_HEADER_LEN));
+    }
+
+    #[test]
+    fn internal_collectives_count_apart() {
+        let mut st = State::default();
+        accept(&mut st, 1, INTERNAL_BASE, Kind::TraceVote, 0).unwrap();
+        accept(&mut st, 1, 0, Kind::Barrier, 0).unwrap();
+        st.internal_started = 1;
+        st.current = Some((INTERNAL_BASE + 1, Kind::TraceSuspension));
+        // A faster rank already in the next user collective.
+        accept(&mut st, 2, 0, Kind::Barrier, 1).unwrap();
+        let e = accept(&mut st, 2, INTERNAL_BASE, Kind::TraceVote, 1).unwrap_err();
+        assert!(e.contains("already finished"), "{e}");
+        let e = accept(&mut st, 2, 5, Kind::TraceVote, 0).unwrap_err();
+        assert!(e.contains("outside its numbering"), "{e}");
     }
 
     #[test]

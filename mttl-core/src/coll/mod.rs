@@ -83,6 +83,7 @@ mod gather;
 mod mailbox;
 mod reduce;
 mod schedule;
+mod suspension;
 
 use mttl_comm::Rank;
 

@@ -1,6 +1,9 @@
 //! The tracing settings, from the environment: `MTTL_TRACE=DIR` turns
 //! tracing on, `MTTL_TRACE_BUFFER` bounds each rank's buffer and
-//! `MTTL_TRACE_FLUSH` picks when buffers are written. A bad value stops the
+//! `MTTL_TRACE_FLUSH` picks when buffers are written; under the
+//! synchronized policies `MTTL_TRACE_THRESHOLD` is the fill past which the
+//! ranks write and `MTTL_TRACE_RESYNC` whether clocks are re-measured at
+//! every suspension. A bad value stops the
 //! job at start with the variable and the value named.
 
 use std::path::PathBuf;
@@ -14,6 +17,13 @@ pub const BUFFER_VAR: &str = "MTTL_TRACE_BUFFER";
 /// The variable naming the flush policy.
 pub const FLUSH_VAR: &str = "MTTL_TRACE_FLUSH";
 
+/// The variable giving the fill (bytes, or a percentage of the buffer)
+/// past which the synchronized policies write at the next collective.
+pub const THRESHOLD_VAR: &str = "MTTL_TRACE_THRESHOLD";
+/// The variable saying when clock offsets are measured: `each` suspension
+/// (default) or only at the first (`start`).
+pub const RESYNC_VAR: &str = "MTTL_TRACE_RESYNC";
+
 /// The buffer's bytes when `MTTL_TRACE_BUFFER` is unset.
 pub const DEFAULT_BUFFER: usize = 64 << 20;
 /// The smallest buffer: room for a few blocks of the largest records.
@@ -25,6 +35,10 @@ pub(crate) struct Config {
     pub(crate) dir: PathBuf,
     pub(crate) buffer: usize,
     pub(crate) policy: Policy,
+    /// Bytes of fill past which a synchronized policy writes.
+    pub(crate) threshold: usize,
+    /// Whether offsets are re-measured at every suspension.
+    pub(crate) resync_each: bool,
 }
 
 impl Config {
@@ -47,10 +61,23 @@ impl Config {
             Some(v) => Policy::parse(&v).map_err(|e| format!("{FLUSH_VAR}={v}: {e}"))?,
             None => Policy::DEFAULT,
         };
+        let threshold = match var(THRESHOLD_VAR) {
+            Some(v) => {
+                parse_threshold(&v, buffer).map_err(|e| format!("{THRESHOLD_VAR}={v}: {e}"))?
+            }
+            None => buffer / 4 * 3,
+        };
+        let resync_each = match var(RESYNC_VAR).as_deref() {
+            None | Some("each") => true,
+            Some("start") => false,
+            Some(v) => return Err(format!("{RESYNC_VAR}={v}: expected each or start")),
+        };
         Ok(Some(Config {
             dir: PathBuf::from(dir),
             buffer,
             policy,
+            threshold,
+            resync_each,
         }))
     }
 }
@@ -76,6 +103,27 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
         .ok_or_else(|| "too large for this machine".to_owned())
 }
 
+/// Reads a threshold: a byte count or a percentage of `buffer` (`75%`),
+/// above zero and below the buffer.
+pub(crate) fn parse_threshold(s: &str, buffer: usize) -> Result<usize, String> {
+    let bytes = match s.trim().strip_suffix('%') {
+        Some(p) => {
+            let p: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| "expected a byte count (512K) or a percentage (75%)".to_owned())?;
+            (buffer as f64 * p / 100.0) as usize
+        }
+        None => parse_bytes(s)?,
+    };
+    if bytes == 0 || bytes >= buffer {
+        return Err(format!(
+            "the threshold must be above 0 and below the buffer ({buffer} bytes)"
+        ));
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +137,16 @@ mod tests {
         assert!(parse_bytes("").is_err());
         assert!(parse_bytes("12X").unwrap_err().contains("unknown unit"));
         assert!(parse_bytes("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn thresholds_are_bytes_or_percentages_inside_the_buffer() {
+        assert_eq!(parse_threshold("75%", 4096), Ok(3072));
+        assert_eq!(parse_threshold("1K", 4096), Ok(1024));
+        assert!(parse_threshold("4K", 4096).unwrap_err().contains("below"));
+        assert!(parse_threshold("0%", 4096).is_err());
+        assert!(parse_threshold("x%", 4096)
+            .unwrap_err()
+            .contains("percentage"));
     }
 }

@@ -14,7 +14,7 @@
 /// The first eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"MTTLTRC\0";
 /// The format version this code writes and reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// The length of the file header in bytes.
 pub const FILE_HEADER_LEN: usize = 64;
 /// The first four bytes of every block.
@@ -91,6 +91,16 @@ pub enum Kind {
     RegionEnd = 61,
     /// This rank wrote its buffer (`b` bytes, `a` the [`FlushCause`]).
     Flush = 70,
+    /// A suspension after a collective (`equalized` or `static`): from the
+    /// collective's end (`begin`, the protocol's t) to the end of the wait;
+    /// `a` the suspension time Z asked of every rank, `b` w (ns).
+    Suspension = 71,
+    /// Follows each [`Kind::Suspension`]: `a` m, the mean one-way message
+    /// time, `b` d, the largest clock-offset error (ns; 0 under `static`).
+    SuspensionClock = 72,
+    /// Rank 0 only, when it measured the clocks: `peer`'s clock minus rank
+    /// 0's, `a` as [`zigzag`], `b` the error bound (ns), at this instant.
+    ClockOffset = 73,
 }
 
 impl Kind {
@@ -120,6 +130,9 @@ impl Kind {
             60 => RegionBegin,
             61 => RegionEnd,
             70 => Flush,
+            71 => Suspension,
+            72 => SuspensionClock,
+            73 => ClockOffset,
             _ => return None,
         })
     }
@@ -150,6 +163,9 @@ impl Kind {
             RegionBegin => "region_begin",
             RegionEnd => "region_end",
             Flush => "flush",
+            Suspension => "suspension",
+            SuspensionClock => "suspension_clock",
+            ClockOffset => "clock_offset",
         }
     }
 
@@ -165,7 +181,20 @@ impl Kind {
 pub enum FlushCause {
     /// The buffer was full and the policy writes on its own (`local`).
     Local = 1,
+    /// Every rank, together, in a suspension after a collective
+    /// (`equalized`, `static`).
+    Suspension = 2,
+    /// The buffer filled with no collective in sight under a synchronized
+    /// policy: this rank wrote on its own, as `local` would.
+    Fallback = 3,
 }
+
+/// The tag of a large message's body (`mttl-core`'s wire `DATA`): a
+/// [`Kind::SendHeadedBulk`] or [`Kind::NsendHeaded`] is two messages, its
+/// header (tag `a | TAG_LARGE`) and then its body (this tag).
+pub const TAG_DATA: u64 = 15;
+/// The bit a large message's header adds to its tag (wire `LARGE`).
+pub const TAG_LARGE: u64 = 0x4000;
 
 /// One event as recorded: what, with whom, two arguments, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

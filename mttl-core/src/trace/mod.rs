@@ -26,12 +26,15 @@ mod policy;
 mod recorder;
 mod sink;
 
-pub use config::{parse_bytes, BUFFER_VAR, DEFAULT_BUFFER, FLUSH_VAR, MIN_BUFFER, TRACE_VAR};
+pub use config::{
+    parse_bytes, BUFFER_VAR, DEFAULT_BUFFER, FLUSH_VAR, MIN_BUFFER, RESYNC_VAR, THRESHOLD_VAR,
+    TRACE_VAR,
+};
 pub use format::Kind;
 pub use policy::Policy;
 pub use sink::file_name;
 
-pub(crate) use policy::after_collective;
+pub(crate) use policy::{after_collective, Due};
 
 use config::Config;
 use format::Event;
@@ -42,6 +45,87 @@ thread_local! {
     /// Whether this rank records: the one flag every site tests.
     static ON: Cell<bool> = const { Cell::new(false) };
     static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
+    /// Whether a suspension runs on this rank (its own collectives then
+    /// neither record enter and exit nor start another).
+    static SUSPENDED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether a suspension runs on this rank.
+pub(crate) fn suspended() -> bool {
+    SUSPENDED.with(Cell::get)
+}
+
+/// Marks a suspension running until the guard is dropped.
+pub(crate) fn suspend() -> Suspending {
+    SUSPENDED.with(|s| s.set(true));
+    Suspending(PhantomData)
+}
+
+/// The guard of [`suspend`].
+#[derive(Debug)]
+pub(crate) struct Suspending(PhantomData<*const ()>);
+
+impl Drop for Suspending {
+    fn drop(&mut self) {
+        SUSPENDED.with(|s| s.set(false));
+    }
+}
+
+/// Writes this rank's buffer now, in a suspension every rank makes
+/// together, and records the write. `false` when tracing stopped (a write
+/// failed).
+pub(crate) fn write_together() -> bool {
+    let mut ok = false;
+    with_recorder(|rec| ok = rec.write_now(format::FlushCause::Suspension));
+    ok
+}
+
+/// What a suspension records at its end on every rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SuspensionRecord {
+    /// The protocol's t: when the collective returned here.
+    pub(crate) t: u64,
+    /// The suspension time asked of every rank.
+    pub(crate) z: u64,
+    /// w, m and d of the protocol (0 under `static`).
+    pub(crate) w: u64,
+    pub(crate) m: u64,
+    pub(crate) d: u64,
+}
+
+/// Records a suspension that ends now.
+pub(crate) fn suspension(s: &SuspensionRecord) {
+    let end = now();
+    with_recorder(|rec| {
+        rec.push(&Event {
+            kind: Kind::Suspension,
+            peer: None,
+            a: s.z,
+            b: s.w,
+            begin: s.t,
+            end,
+        });
+        rec.push(&Event {
+            kind: Kind::SuspensionClock,
+            peer: None,
+            a: s.m,
+            b: s.d,
+            begin: end,
+            end,
+        });
+    });
+}
+
+/// Records (on rank 0) `rank`'s clock offset to rank 0's and its error
+/// bound, measured just now.
+pub(crate) fn clock_offset(rank: usize, offset: i64, error: u64) {
+    event(
+        Kind::ClockOffset,
+        Some(rank),
+        format::zigzag(offset),
+        error,
+        None,
+    );
 }
 
 /// Whether this rank records events.
@@ -78,11 +162,6 @@ pub(crate) fn now() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The flush policy in force, if tracing.
-fn policy() -> Option<Policy> {
-    RECORDER.with(|r| r.try_borrow().ok()?.as_ref().map(|r| r.policy))
-}
-
 /// Starts tracing on this rank if `MTTL_TRACE` asks for it: checks the
 /// settings, creates the directory and this rank's file, writes its header.
 /// An error (a bad setting, an unwritable directory) is a sentence for the
@@ -93,12 +172,10 @@ pub(crate) fn start(job_id: u64, rank: u32, size: u32) -> Result<(), String> {
     };
     let sink = FileSink::create(&config.dir, rank)?;
     let header = recorder::header(job_id, rank, size, config.buffer, config.policy);
-    install(Recorder::new(
-        Box::new(sink),
-        header,
-        config.buffer,
-        config.policy,
-    )?);
+    let mut rec = Recorder::new(Box::new(sink), header, config.buffer, config.policy)?;
+    rec.threshold = config.threshold;
+    rec.resync_each = config.resync_each;
+    install(rec);
     Ok(())
 }
 
@@ -115,6 +192,15 @@ pub(crate) fn finish() {
         return;
     };
     let totals = rec.finish();
+    if rec.fallbacks() > 0 && !rec.failed() {
+        say(&format!(
+            "mttl: rank {}: the trace buffer filled {} times with no collective in sight; this \
+             rank wrote it alone each time (recorded as fallback flushes), which may have \
+             delayed the others (call a collective more often or raise {BUFFER_VAR})",
+            rec.rank(),
+            rec.fallbacks()
+        ));
+    }
     if totals.dropped > 0 && !rec.failed() {
         say(&format!(
             "mttl: rank {}: {} trace events were dropped: the buffer was full and \

@@ -9,7 +9,10 @@
 //! 2. If the buffer cannot take the longest record, the policy decides:
 //!    `local` writes every sealed block to the file and starts over at the
 //!    buffer's beginning, then records the write itself (a `Flush` event);
-//!    `memory` drops the event and counts it.
+//!    `memory` drops the event and counts it; a synchronized policy
+//!    (`equalized`, `static`) should have written at a collective before
+//!    this, so it writes like `local` but records the write as a
+//!    `Fallback` and counts it, to be reported at exit.
 //! 3. The record is encoded (its end time as a delta from the previous
 //!    record's) and appended.
 //!
@@ -46,6 +49,13 @@ pub(crate) struct Recorder {
     sink: Box<dyn Sink>,
     header: FileHeader,
     pub(crate) policy: Policy,
+    /// Bytes in use past which a synchronized policy writes at the next
+    /// collective.
+    pub(crate) threshold: usize,
+    /// Whether the clock offsets are measured at every suspension.
+    pub(crate) resync_each: bool,
+    /// Writes made alone under a synchronized policy.
+    fallbacks: u64,
     totals: EndTotals,
     failed: bool,
 }
@@ -86,6 +96,9 @@ impl Recorder {
             sink,
             header,
             policy,
+            threshold: cap / 4 * 3,
+            resync_each: true,
+            fallbacks: 0,
             totals: EndTotals::default(),
             failed: false,
         };
@@ -138,7 +151,7 @@ impl Recorder {
     /// Makes room for `len` more bytes in the open block (steps 1 and 2);
     /// `false` when the event must be dropped. Returns the begin and end
     /// of a local write it made, to be recorded after the event.
-    fn room(&mut self, len: usize) -> Result<Option<(u64, u64, u64)>, ()> {
+    fn room(&mut self, len: usize) -> Result<Option<(u64, u64, u64, FlushCause)>, ()> {
         let seal_first = self.open_len() + len > self.block_limit;
         let need = len + if seal_first { BLOCK_HEADER_LEN } else { 0 };
         if self.buf.len() + need <= self.cap {
@@ -152,19 +165,62 @@ impl Recorder {
                 self.totals.dropped += 1;
                 Err(())
             }
-            Policy::Local => {
-                let begin = super::now();
-                self.seal(false);
-                let bytes = self.open as u64;
-                if !self.write_sealed() {
-                    return Err(());
-                }
-                // The buffer is empty: the next block's header fits.
-                self.open_block();
-                self.totals.flushes += 1;
-                Ok(Some((begin, super::now(), bytes)))
+            Policy::Local | Policy::Equalized | Policy::Static { .. } => {
+                let cause = if self.policy == Policy::Local {
+                    FlushCause::Local
+                } else {
+                    self.fallbacks += 1;
+                    FlushCause::Fallback
+                };
+                self.write_all()
+                    .map(|(begin, end, bytes)| Some((begin, end, bytes, cause)))
             }
         }
+    }
+
+    /// Seals the open block and writes every sealed one, leaving the
+    /// buffer empty with a block open: (begin, end, bytes) of the write.
+    fn write_all(&mut self) -> Result<(u64, u64, u64), ()> {
+        let begin = super::now();
+        self.seal(false);
+        let bytes = self.open as u64;
+        if !self.write_sealed() {
+            return Err(());
+        }
+        // The buffer is empty: the next block's header fits.
+        self.open_block();
+        self.totals.flushes += 1;
+        Ok((begin, super::now(), bytes))
+    }
+
+    /// Writes the buffer now (in a suspension every rank makes together)
+    /// and records the write; `false` when it failed.
+    pub(crate) fn write_now(&mut self, cause: FlushCause) -> bool {
+        if self.failed {
+            return false;
+        }
+        let Ok((begin, end, bytes)) = self.write_all() else {
+            return false;
+        };
+        self.append(&Event {
+            kind: Kind::Flush,
+            peer: None,
+            a: cause as u64,
+            b: bytes,
+            begin,
+            end,
+        });
+        true
+    }
+
+    /// Whether the buffer's fill is past the threshold.
+    pub(crate) fn past_threshold(&self) -> bool {
+        !self.failed && self.buf.len() > self.threshold
+    }
+
+    /// Writes made alone under a synchronized policy (reported at exit).
+    pub(crate) fn fallbacks(&self) -> u64 {
+        self.fallbacks
     }
 
     /// Writes the sealed blocks (everything before `open`) and removes
@@ -190,11 +246,11 @@ impl Recorder {
             return;
         };
         self.append(e);
-        if let Some((begin, end, bytes)) = flushed {
+        if let Some((begin, end, bytes, cause)) = flushed {
             self.append(&Event {
                 kind: Kind::Flush,
                 peer: None,
-                a: FlushCause::Local as u64,
+                a: cause as u64,
                 b: bytes,
                 begin,
                 end,
@@ -230,11 +286,11 @@ impl Recorder {
         self.open_count += 1;
         self.next_name += 1;
         self.names.insert(key, id);
-        if let Some((begin, end, bytes)) = flushed {
+        if let Some((begin, end, bytes, cause)) = flushed {
             self.append(&Event {
                 kind: Kind::Flush,
                 peer: None,
-                a: FlushCause::Local as u64,
+                a: cause as u64,
                 b: bytes,
                 begin,
                 end,

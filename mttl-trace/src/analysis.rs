@@ -1,0 +1,240 @@
+//! `timeline`, `reconstruct` and `check`: the run seen on one clock, with
+//! the suspensions removed, and the messages' order checked.
+//!
+//! Messages are paired per (source, destination, tag) in order, which is
+//! how every backend delivers them: a send or nsend is one message; a
+//! `send_headed_bulk` or `nsend_headed` two, its header (tag
+//! `a | TAG_LARGE`) and its body (tag `TAG_DATA`). A pair violates the
+//! clock condition when its receive ends before its send began.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Write;
+
+use mttl_core::trace::format::{Event, Kind, TAG_DATA, TAG_LARGE};
+
+use crate::clock::{is_tracing, Clocks};
+use crate::read::Trace;
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// `timeline`: every event of every rank on rank 0's clock, in time
+/// order, ms from the earliest.
+pub fn timeline(t: &Trace) -> String {
+    let clocks = Clocks::of(t);
+    let mut rows: Vec<(u64, u64, usize, &Event)> = Vec::new();
+    for (rank, r) in t.ranks.iter().enumerate() {
+        for e in &r.events {
+            let b = clocks.on_rank0(rank, e.begin);
+            let end = clocks.on_rank0(rank, e.end);
+            rows.push((b, end, rank, e));
+        }
+    }
+    rows.sort_by_key(|&(b, end, rank, _)| (b, end, rank));
+    let zero = rows.first().map_or(0, |r| r.0);
+    let mut out = String::from("# begin_ms end_ms rank event peer a b\n");
+    for (b, end, rank, e) in rows {
+        let r = &t.ranks[rank];
+        let a = match e.kind {
+            Kind::InvokeIssued
+            | Kind::InvokeServed
+            | Kind::InvokeAnswered
+            | Kind::SyncWait
+            | Kind::CollEnter
+            | Kind::CollExit
+            | Kind::RegionBegin
+            | Kind::RegionEnd => r.name(e.a),
+            _ => e.a.to_string(),
+        };
+        let peer = e.peer.map_or("-".to_owned(), |p| p.to_string());
+        let _ = writeln!(
+            out,
+            "{:.6} {:.6} {rank} {} {peer} {a} {}",
+            ms(b - zero),
+            ms(end - zero),
+            e.kind.name(),
+            e.b
+        );
+    }
+    out
+}
+
+/// One rank of a reconstructed run.
+#[derive(Debug, Clone)]
+pub struct ReconstructedRank {
+    /// The program's events, suspensions removed, on rank 0's clock: the
+    /// protocol's records, the trace's writes and the messages inside
+    /// suspensions (the protocol's own) left out.
+    pub events: Vec<Event>,
+    /// Suspensions.
+    pub suspensions: usize,
+    /// Their Z summed (what reconstruction removes), ns.
+    pub suspended: u64,
+    /// The time the rank actually spent in them, ns.
+    pub waited: u64,
+    /// First begin to last end as traced, ns.
+    pub traced_span: u64,
+    /// The same after reconstruction.
+    pub span: u64,
+}
+
+/// A run with its suspensions removed.
+#[derive(Debug, Clone)]
+pub struct Reconstruction {
+    /// Per rank.
+    pub ranks: Vec<ReconstructedRank>,
+    /// Earliest begin to latest end over all ranks, reconstructed, ns.
+    pub run_time: u64,
+}
+
+fn span(events: &[Event]) -> u64 {
+    let b = events.iter().map(|e| e.begin).min();
+    let e = events.iter().map(|e| e.end).max();
+    b.zip(e).map_or(0, |(b, e)| e.saturating_sub(b))
+}
+
+/// Removes the suspensions of `t` (see [`crate::clock`]).
+pub fn reconstruct(t: &Trace) -> Reconstruction {
+    let clocks = Clocks::of(t);
+    let mut ranks = Vec::new();
+    for (rank, r) in t.ranks.iter().enumerate() {
+        let events: Vec<Event> = r
+            .events
+            .iter()
+            .filter(|e| !is_tracing(e))
+            .filter(|e| !(e.kind.is_comm() && clocks.suspended_at(rank, e.end)))
+            .map(|e| Event {
+                begin: clocks.corrected(rank, e.begin),
+                end: clocks.corrected(rank, e.end),
+                ..*e
+            })
+            .collect();
+        let (suspensions, suspended, waited) = clocks.suspended(rank);
+        ranks.push(ReconstructedRank {
+            span: span(&events),
+            traced_span: span(&r.events),
+            events,
+            suspensions,
+            suspended,
+            waited,
+        });
+    }
+    let all: Vec<Event> = ranks
+        .iter()
+        .flat_map(|r| r.events.iter().copied())
+        .collect();
+    Reconstruction {
+        run_time: span(&all),
+        ranks,
+    }
+}
+
+/// `reconstruct`'s text: the run time, then per rank its totals.
+pub fn reconstruct_report(t: &Trace) -> String {
+    let rec = reconstruct(t);
+    let mut out = format!("reconstructed run time: {:.3} ms\n", ms(rec.run_time));
+    for (rank, r) in rec.ranks.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "rank {rank}: traced {:.3} ms, {} suspensions of Z totalling {:.3} ms (waited {:.3} ms), \
+             reconstructed {:.3} ms, {} events",
+            ms(r.traced_span),
+            r.suspensions,
+            ms(r.suspended),
+            ms(r.waited),
+            ms(r.span),
+            r.events.len()
+        );
+    }
+    out
+}
+
+/// What `check` found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Check {
+    /// Pairs of a send and its receive.
+    pub pairs: u64,
+    /// Sends never received.
+    pub unmatched_sends: u64,
+    /// Receives with no send.
+    pub unmatched_receives: u64,
+    /// Receives ending before their send began, on the ranks' own clocks.
+    pub violations_before: u64,
+    /// The same after correction (offsets applied, suspensions removed).
+    pub violations_after: u64,
+    /// Pairs sent and received inside suspensions (the protocol's own,
+    /// removed with them: not counted after correction).
+    pub inside_suspensions: u64,
+}
+
+impl Check {
+    /// Whether anything is wrong after correction.
+    pub fn failed(&self) -> bool {
+        self.violations_after > 0 || self.unmatched_sends > 0 || self.unmatched_receives > 0
+    }
+}
+
+/// Pairs every send with its receive and counts the violations.
+pub fn check(t: &Trace) -> Check {
+    let clocks = Clocks::of(t);
+    // (src, dst, tag) -> sends (rank, begin) in order.
+    let mut sends: HashMap<(u32, u32, u64), VecDeque<(usize, u64)>> = HashMap::new();
+    for (rank, r) in t.ranks.iter().enumerate() {
+        for e in &r.events {
+            let Some(dst) = e.peer else { continue };
+            let tags: &[u64] = match e.kind {
+                Kind::Send | Kind::Nsend => &[e.a],
+                Kind::SendHeadedBulk | Kind::NsendHeaded => &[e.a | TAG_LARGE, TAG_DATA],
+                _ => &[],
+            };
+            for &tag in tags {
+                sends
+                    .entry((rank as u32, dst, tag))
+                    .or_default()
+                    .push_back((rank, e.begin));
+            }
+        }
+    }
+    let mut c = Check::default();
+    for (rank, r) in t.ranks.iter().enumerate() {
+        for e in &r.events {
+            if !matches!(e.kind, Kind::RecvAny | Kind::RecvFrom | Kind::RecvInto) {
+                continue;
+            }
+            let Some(src) = e.peer else { continue };
+            let Some((from, begin)) = sends
+                .get_mut(&(src, rank as u32, e.a))
+                .and_then(VecDeque::pop_front)
+            else {
+                c.unmatched_receives += 1;
+                continue;
+            };
+            c.pairs += 1;
+            if e.end < begin {
+                c.violations_before += 1;
+            }
+            if clocks.suspended_at(from, begin) && clocks.suspended_at(rank, e.end) {
+                c.inside_suspensions += 1;
+            } else if clocks.corrected(rank, e.end) < clocks.corrected(from, begin) {
+                c.violations_after += 1;
+            }
+        }
+    }
+    c.unmatched_sends = sends.values().map(|q| q.len() as u64).sum();
+    c
+}
+
+/// `check`'s text.
+pub fn check_report(c: &Check) -> String {
+    format!(
+        "{} messages paired ({} inside suspensions); clock-condition violations: {} before \
+         correction, {} after; {} sends never received, {} receives without a send\n",
+        c.pairs,
+        c.inside_suspensions,
+        c.violations_before,
+        c.violations_after,
+        c.unmatched_sends,
+        c.unmatched_receives
+    )
+}
