@@ -75,6 +75,7 @@
 //!    function's thread runs whenever the callee gets to it; wait on the
 //!    call (its reply) to know it has run.
 
+mod adaptive;
 mod algorithm;
 mod alltoall;
 mod barrier;

@@ -1,0 +1,2 @@
+//! The adaptive broadcast (placeholder doc, completed below).
+mod learner;
