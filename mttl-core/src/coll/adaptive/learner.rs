@@ -261,6 +261,7 @@ impl Learner {
     }
 
     /// The phase interval K.
+    #[cfg(test)]
     pub(crate) fn interval(&self) -> u64 {
         self.interval
     }
