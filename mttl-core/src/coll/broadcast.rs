@@ -29,6 +29,13 @@ use crate::thread::BlockReason;
 /// assert_eq!(code, 0);
 /// ```
 ///
+/// With `MTTL_BCAST=adaptive` the tree is learned from the ranks' waits,
+/// one table per call site (this call's location) and root, so every rank
+/// must make a given broadcast from the same place (a wrapper function
+/// should be `#[track_caller]` to keep its callers' sites apart); see
+/// [`AdaptiveBroadcast`](crate::AdaptiveBroadcast) for a site a program
+/// names itself.
+///
 /// # Panics
 ///
 /// Panics if `root` is not a rank, or (stopping the job) if the nodes call
