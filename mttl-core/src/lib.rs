@@ -70,9 +70,10 @@ pub use codec::{Decode, Encode};
 /// `#[bincode(crate = "mttl::bincode")]`.
 pub use bincode;
 pub use coll::{
-    allgather, allreduce, allreduce_max, allreduce_max_slice, allreduce_min, allreduce_min_slice,
-    allreduce_slice, allreduce_sum, allreduce_sum_slice, alltoall, alltoall_slice, alltoallv,
-    barrier, broadcast, broadcast_slice, gather, reduce,
+    adaptive_tables, allgather, allreduce, allreduce_max, allreduce_max_slice, allreduce_min,
+    allreduce_min_slice, allreduce_slice, allreduce_sum, allreduce_sum_slice, alltoall,
+    alltoall_slice, alltoallv, barrier, broadcast, broadcast_slice, gather, reduce,
+    AdaptiveBroadcast,
 };
 pub use context::{backend_name, flush, rank, size, stats};
 pub use global::{

@@ -15,6 +15,7 @@
 //! | `ATOMIC`      | region u32, addr u64, cell u32, op u8      | 17    | operands                      |
 //! | `METHOD`      | region u32, addr u64, id u64, cell u32     | 24    | encoded args                  |
 //! | `COLL`        | sequence u64, collective u8, step u8       | 10    | payload                       |
+//! | `COLL_REPORT` | site u64, root u32, wait ns u64            | 20    | -                             |
 //! | `HELLO`       | registry digest u64                        | 8     | function names                |
 //! | `HELLO_ACK`   | status u8                                  | 1     | message                       |
 //! | `EXIT`        | exit code i32                              | 4     | -                             |
@@ -65,6 +66,9 @@ pub(crate) const WATCH_STATE: Tag = 17;
 pub(crate) const WATCH_FIRE: Tag = 18;
 /// Small messages sent as one (see `outbox`).
 pub(crate) const BATCH: Tag = 19;
+/// A rank's wait evaluation for an adaptive broadcast's root (see
+/// `coll::adaptive`).
+pub(crate) const COLL_REPORT: Tag = 20;
 /// Flag: the body follows as a separate `DATA` message.
 pub(crate) const LARGE: Tag = 0x4000;
 
@@ -96,6 +100,7 @@ pub(crate) fn header_len(kind: Tag) -> Option<usize> {
         WATCH_STATE => 32,
         WATCH_FIRE => 12,
         BATCH => 0,
+        COLL_REPORT => 20,
         _ => return None,
     })
 }

@@ -1,9 +1,12 @@
 //! `broadcast`: one node's value to every node, down a binomial tree
-//! rooted at the sender. Inner nodes forward the bytes they received
-//! without decoding them again.
+//! rooted at the sender, or (`MTTL_BCAST=adaptive`, or an
+//! [`AdaptiveBroadcast`](super::adaptive::AdaptiveBroadcast)) down the
+//! tree that the call site's table gives (see [`super::adaptive`]). Inner
+//! nodes forward the bytes they received without decoding them again.
 
 use mttl_comm::Rank;
 
+use super::adaptive::{self, Mode, Site};
 use super::algorithm;
 use super::mailbox::{Kind, Op};
 use super::{check_element_size, check_root};
@@ -26,12 +29,60 @@ use crate::thread::BlockReason;
 /// assert_eq!(code, 0);
 /// ```
 ///
+/// With `MTTL_BCAST=adaptive` the tree is learned from the ranks' waits,
+/// one table per call site (this call's location) and root, so every rank
+/// must make a given broadcast from the same place (a wrapper function
+/// should be `#[track_caller]` to keep its callers' sites apart); see
+/// [`AdaptiveBroadcast`](crate::AdaptiveBroadcast) for a site a program
+/// names itself.
+///
 /// # Panics
 ///
 /// Panics if `root` is not a rank, or (stopping the job) if the nodes call
 /// different collectives or pass different types.
 #[track_caller]
 pub fn broadcast<T: Encode + Decode<()>>(root: Rank, value: T) -> T {
+    broadcast_with(root, value, How::here())
+}
+
+/// Which tree a broadcast goes down.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum How {
+    Binomial,
+    /// The tree of this site's table.
+    Adaptive(Site),
+}
+
+impl How {
+    /// What `MTTL_BCAST` asks for a broadcast called from the caller's
+    /// location.
+    #[track_caller]
+    fn here() -> How {
+        match adaptive::mode() {
+            Mode::Binomial => How::Binomial,
+            Mode::Adaptive => How::Adaptive(adaptive::call_site(std::panic::Location::caller())),
+        }
+    }
+}
+
+/// Sends `bytes` (the root) or receives them, down the tree `how` picks.
+fn down(
+    op: &Op,
+    root: Rank,
+    how: How,
+    bytes: Option<std::borrow::Cow<'_, [u8]>>,
+) -> Option<Vec<u8>> {
+    match how {
+        How::Binomial => algorithm::broadcast_down(op, root, bytes.as_deref()),
+        How::Adaptive(site) => {
+            adaptive::broadcast_down(op, root, site, bytes.map(std::borrow::Cow::into_owned))
+        }
+    }
+}
+
+/// [`broadcast`] down the tree `how` picks.
+#[track_caller]
+pub(super) fn broadcast_with<T: Encode + Decode<()>>(root: Rank, value: T, how: How) -> T {
     let reason = BlockReason::new(Kind::Broadcast.name());
     check_root("broadcast", root);
     let op = Op::begin(Kind::Broadcast, Some(root), reason);
@@ -41,12 +92,12 @@ pub fn broadcast<T: Encode + Decode<()>>(root: Rank, value: T) -> T {
             if let Err(e) = codec::encode_into(&value, &mut bytes) {
                 panic!("broadcast #{}: {e}", op.seq);
             }
-            algorithm::broadcast_down(&op, root, Some(&bytes));
+            down(&op, root, how, Some(bytes.into()));
         }
         return value;
     }
     drop(value);
-    let bytes = algorithm::broadcast_down(&op, root, None).unwrap_or_default();
+    let bytes = down(&op, root, how, None).unwrap_or_default();
     codec::decode(&bytes).unwrap_or_else(|e| {
         op.fail(&format!(
             "the value from rank {root} does not decode here ({e}): do all nodes pass the same \
@@ -64,15 +115,23 @@ pub fn broadcast<T: Encode + Decode<()>>(root: Rank, value: T) -> T {
 /// As [`broadcast`]; also for zero-sized `T`.
 #[track_caller]
 pub fn broadcast_slice<T: bytemuck::Pod>(root: Rank, values: &mut [T]) {
+    broadcast_slice_with(root, values, How::here());
+}
+
+/// [`broadcast_slice`] down the tree `how` picks.
+#[track_caller]
+pub(super) fn broadcast_slice_with<T: bytemuck::Pod>(root: Rank, values: &mut [T], how: How) {
     let reason = BlockReason::new(Kind::Broadcast.name());
     check_root("broadcast_slice", root);
     check_element_size::<T>("broadcast_slice");
     let op = Op::begin(Kind::Broadcast, Some(root), reason);
     if op.rank == root {
-        algorithm::broadcast_down(&op, root, Some(bytemuck::cast_slice(values)));
+        if op.size > 1 {
+            down(&op, root, how, Some(bytemuck::cast_slice(values).into()));
+        }
         return;
     }
-    let bytes = algorithm::broadcast_down(&op, root, None).unwrap_or_default();
+    let bytes = down(&op, root, how, None).unwrap_or_default();
     let mine: &mut [u8] = bytemuck::cast_slice_mut(values);
     if bytes.len() != mine.len() {
         op.fail(&format!(

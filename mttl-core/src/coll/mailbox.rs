@@ -115,11 +115,19 @@ struct Parcel {
     body: Vec<u8>,
 }
 
-/// The thread blocked in a collective and the message it waits for.
+/// The thread blocked in a collective and the message it waits for: from
+/// `key`'s source, or from any source when `any_source`.
 #[derive(Debug)]
 struct Waiter {
     thread: ThreadId,
     key: Key,
+    any_source: bool,
+}
+
+impl Waiter {
+    fn wants(&self, key: Key) -> bool {
+        self.key == key || (self.any_source && self.key.0 == key.0 && self.key.2 == key.2)
+    }
 }
 
 thread_local! {
@@ -228,7 +236,7 @@ impl State {
                 v.insert(Parcel { kind, body });
             }
         }
-        if self.waiter.as_ref().is_some_and(|w| w.key == key) {
+        if self.waiter.as_ref().is_some_and(|w| w.wants(key)) {
             if let Some(w) = self.waiter.take() {
                 thread::wake(w.thread);
             }
@@ -250,6 +258,7 @@ pub(crate) struct Collectives;
 
 impl Service for Collectives {
     fn start(_cx: &Context) -> Result<(), String> {
+        super::adaptive::start()?;
         STATE.with(|cell| *cell.borrow_mut() = Some(State::default()));
         super::suspension::reset();
         Ok(())
@@ -258,15 +267,21 @@ impl Service for Collectives {
     fn stop() {
         let state = STATE.with(|cell| cell.borrow_mut().take());
         drop(state);
+        super::adaptive::stop();
     }
 
     #[inline]
     fn owns(kind: Tag) -> bool {
-        kind == wire::COLL
+        kind == wire::COLL || kind == wire::COLL_REPORT
     }
 
-    /// Files the message and wakes the thread waiting for it.
-    fn handle(cx: &mut Context, src: Rank, _kind: Tag, header: &[u8], body: Cow<'_, [u8]>) {
+    /// Files the message and wakes the thread waiting for it (a report of
+    /// the adaptive broadcast goes to its learner).
+    fn handle(cx: &mut Context, src: Rank, kind: Tag, header: &[u8], body: Cow<'_, [u8]>) {
+        if kind == wire::COLL_REPORT {
+            super::adaptive::take_report(src, header);
+            return;
+        }
         let mut f = Fields(header);
         let seq = f.u64();
         let kind = f.u8();
@@ -406,12 +421,52 @@ impl Op {
                 None => {
                     let thread = thread::current()
                         .expect("a collective that receives runs in a thread (checked in begin)");
-                    st.waiter = Some(Waiter { thread, key });
+                    st.waiter = Some(Waiter {
+                        thread,
+                        key,
+                        any_source: false,
+                    });
                     None
                 }
             });
             if let Some(body) = got {
                 return body;
+            }
+            thread::block(self.reason);
+        }
+    }
+
+    /// Takes step `step` of this collective from whichever node sent it,
+    /// blocking until one arrives: for a receiver that must check who sent
+    /// rather than hang when the nodes disagree about the sender.
+    pub(super) fn recv_any(&self, step: u8) -> (Rank, Vec<u8>) {
+        loop {
+            let got = with_state(|st| {
+                let found = st
+                    .mailbox
+                    .range((self.seq, 0, step)..=(self.seq, Rank::MAX, step))
+                    .map(|(&k, _)| k)
+                    .find(|k| k.2 == step);
+                match found.and_then(|k| st.mailbox.remove(&k).map(|p| (k.1, p.body))) {
+                    Some(got) => {
+                        st.waiter = None;
+                        Some(got)
+                    }
+                    None => {
+                        let thread = thread::current().expect(
+                            "a collective that receives runs in a thread (checked in begin)",
+                        );
+                        st.waiter = Some(Waiter {
+                            thread,
+                            key: (self.seq, 0, step),
+                            any_source: true,
+                        });
+                        None
+                    }
+                }
+            });
+            if let Some(got) = got {
+                return got;
             }
             thread::block(self.reason);
         }

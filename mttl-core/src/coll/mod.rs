@@ -42,7 +42,7 @@
 //! | collective  | algorithm                                               | hops                |
 //! |-------------|---------------------------------------------------------|---------------------|
 //! | `barrier`   | `fence`, then dissemination                             | `ceil(log2 n)`      |
-//! | `broadcast` | binomial tree rooted at the root                        | `ceil(log2 n)`      |
+//! | `broadcast` | binomial tree rooted at the root (or learned: `adaptive`) | `ceil(log2 n)`    |
 //! | `reduce`    | binomial tree rooted at 0, then 0 → root if another     | `ceil(log2 n)` (+1) |
 //! | `allreduce` | recursive doubling on the next power of two             | `ceil(log2 n)`      |
 //! | `gather`    | binomial tree rooted at the root, frames concatenated   | `ceil(log2 n)`      |
@@ -75,6 +75,7 @@
 //!    function's thread runs whenever the callee gets to it; wait on the
 //!    call (its reply) to know it has run.
 
+mod adaptive;
 mod algorithm;
 mod alltoall;
 mod barrier;
@@ -87,6 +88,7 @@ mod suspension;
 
 use mttl_comm::Rank;
 
+pub use adaptive::{adaptive_tables, AdaptiveBroadcast};
 pub use alltoall::{alltoall, alltoall_slice, alltoallv};
 pub use barrier::barrier;
 pub use broadcast::{broadcast, broadcast_slice};

@@ -1,0 +1,381 @@
+//! The adaptive broadcast (Soga, Kurihara, Nanri, Kurokawa, Murakami,
+//! "Dynamic optimization of load balance in MPI broadcast"): a binomial
+//! tree whose places are given to ranks by a real-to-virtual table that the
+//! ranks' measured waits change, one table per call site and root. A rank
+//! that arrives late high in the tree delays its whole subtree; moving it
+//! down, and an early rank up, lets the data flow past it.
+//!
+//! It runs when `MTTL_BCAST=adaptive` (for every [`broadcast`] and
+//! [`broadcast_slice`], keyed by their caller's location), or for an
+//! [`AdaptiveBroadcast`] a program keeps. `MTTL_BCAST=binomial` (the
+//! default) leaves the plain binomial broadcast untouched.
+//!
+//! [`broadcast`]: crate::broadcast
+//! [`broadcast_slice`]: crate::broadcast_slice
+//!
+//! # Protocol (one call site and root; [`learner`] holds the rules)
+//!
+//! 1. Every rank keeps the site's table (starting as the binomial one:
+//!    virtual = rank relative to the root; virtual 0 is always the root)
+//!    and its version, starting at 0.
+//! 2. The root computes this broadcast's tree from the table, then runs
+//!    its learner: every K-th broadcast of the site (K starts at 1, doubles
+//!    when the total wait changed by at most 25% since the last phase,
+//!    halves otherwise) a phase judges the last trial (undoing it if the
+//!    total wait went up, then trying the next candidate) or swaps the rank
+//!    that waits most with an idle one (most sends first, then fewest
+//!    receives on its path from the root), several pairs at once when at
+//!    least 8 ranks idle. A settled site whose total wait jumps (more than
+//!    doubles, by more than 1 ms) starts again from K = 1.
+//! 3. The root sends the data down the tree with a trailer: the site's id,
+//!    the table version the tree was computed from, and the swaps just
+//!    made (usually none: 24 bytes, no extra message).
+//! 4. Every other rank receives from whichever rank sent (never a fixed
+//!    source, so disagreeing ranks are reported, not left hanging) and
+//!    checks the trailer: the same site, the same version, and the sender
+//!    its parent in its own table; anything else stops the job naming
+//!    both sides. It forwards the message as it came to its children.
+//! 5. Its wait (entering the receive to the data's arrival) updates its
+//!    evaluation `NewVal = ((2^i - 1) * PreVal + Wait) / 2^i`, `i` counting
+//!    waits since the table last changed (at most 2). When the value moved
+//!    by more than half of, and more than 250 µs from, the value it last
+//!    reported, it sends it to the root in a `COLL_REPORT` message; the
+//!    root files it with the site's learner as it arrives and uses it at
+//!    its next broadcast of the site, without waiting for it.
+//! 6. Every rank, the root included, applies the trailer's swaps after the
+//!    broadcast and bumps the version: the next broadcast of the site uses
+//!    the new table everywhere, since every rank received the change before
+//!    it could finish this broadcast.
+
+mod learner;
+mod site;
+
+use std::cell::{Cell, RefCell};
+use std::panic::Location;
+use std::time::Instant;
+
+use mttl_comm::Rank;
+use rustc_hash::FxHashMap;
+
+use self::learner::{Evaluation, Learner, Table};
+pub(crate) use self::site::Site;
+pub use self::site::{adaptive_tables, AdaptiveBroadcast};
+use super::algorithm::STEP_DOWN;
+use super::mailbox::Op;
+use crate::context;
+use crate::wire::{self, Fields, HeaderBuf};
+
+/// The variable that picks the broadcast algorithm.
+const VAR: &str = "MTTL_BCAST";
+
+/// Marks a trailer, so that a rank which reads a plain broadcast's data as
+/// an adaptive one says so instead of misreading it.
+const MAGIC: u32 = 0x4144_4243;
+
+/// The fixed part of a trailer: site u64, version u64, swap count u32,
+/// magic u32.
+const TRAILER_LEN: usize = 24;
+
+/// The broadcast algorithm of [`crate::broadcast`] and
+/// [`crate::broadcast_slice`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Binomial,
+    Adaptive,
+}
+
+/// One site and root as this rank knows it.
+#[derive(Debug)]
+struct SiteState {
+    site: Site,
+    table: Table,
+    version: u64,
+    eval: Evaluation,
+    /// On the root: the optimizer.
+    learner: Option<Learner>,
+}
+
+thread_local! {
+    static MODE: Cell<Mode> = const { Cell::new(Mode::Binomial) };
+    static SITES: RefCell<FxHashMap<(u64, Rank), SiteState>> = RefCell::new(FxHashMap::default());
+    /// Per location: how many `AdaptiveBroadcast`s were made there.
+    static INSTANCES: RefCell<FxHashMap<(&'static str, u32, u32), u32>> =
+        RefCell::new(FxHashMap::default());
+}
+
+/// The instance number of the next `AdaptiveBroadcast` made at `at`
+/// (from 1: 0 names a plain call site).
+fn next_instance(at: &'static Location<'static>) -> u32 {
+    INSTANCES.with(|m| {
+        let mut m = m.borrow_mut();
+        let k = m.entry((at.file(), at.line(), at.column())).or_insert(0);
+        *k += 1;
+        *k
+    })
+}
+
+/// This rank's table of `site` and `root`, if it has broadcast there.
+fn table_of(site: Site, root: Rank) -> Option<Vec<Rank>> {
+    SITES.with(|sites| {
+        sites
+            .borrow()
+            .get(&(site.id(), root))
+            .map(|st| st.table.virtual_ranks().to_vec())
+    })
+}
+
+/// Reads `MTTL_BCAST` (set-up of the collectives service).
+pub(super) fn start() -> Result<(), String> {
+    let mode = match std::env::var(VAR) {
+        Err(_) => Mode::Binomial,
+        Ok(v) => match v.as_str() {
+            "" | "binomial" => Mode::Binomial,
+            "adaptive" => Mode::Adaptive,
+            other => {
+                return Err(format!(
+                    "{VAR}={other} is not a broadcast algorithm: use binomial or adaptive"
+                ))
+            }
+        },
+    };
+    MODE.with(|m| m.set(mode));
+    SITES.with(|s| s.borrow_mut().clear());
+    INSTANCES.with(|m| m.borrow_mut().clear());
+    Ok(())
+}
+
+/// Drops every site's state (end of the job).
+pub(super) fn stop() {
+    let _ = SITES.try_with(|s| s.borrow_mut().clear());
+    let _ = INSTANCES.try_with(|m| m.borrow_mut().clear());
+}
+
+/// The algorithm `MTTL_BCAST` chose on this rank.
+pub(super) fn mode() -> Mode {
+    MODE.with(Cell::get)
+}
+
+fn with_site<R>(site: Site, root: Rank, n: usize, f: impl FnOnce(&mut SiteState) -> R) -> R {
+    SITES.with(|sites| {
+        let mut sites = sites.borrow_mut();
+        let st = sites.entry((site.id(), root)).or_insert_with(|| SiteState {
+            site,
+            table: Table::new(n, root),
+            version: 0,
+            eval: Evaluation::default(),
+            learner: None,
+        });
+        f(st)
+    })
+}
+
+/// Broadcasts down the site's tree (steps 2-6): the root passes the data
+/// (to which the trailer is appended), the others get it back, trailer
+/// removed.
+pub(super) fn broadcast_down(
+    op: &Op,
+    root: Rank,
+    site: Site,
+    data: Option<Vec<u8>>,
+) -> Option<Vec<u8>> {
+    let n = op.size;
+    if op.rank == root {
+        let mut body = data.unwrap_or_default();
+        let len = body.len();
+        let children = with_site(site, root, n, |st| {
+            let children: Vec<Rank> = st.table.children(root).collect();
+            let learner = st.learner.get_or_insert_with(|| Learner::new(n));
+            let swaps = learner.after_broadcast(&mut st.table);
+            push_trailer(&mut body, site.id(), st.version, &swaps);
+            if !swaps.is_empty() {
+                st.version += 1;
+            }
+            children
+        });
+        for c in children {
+            op.send(c, STEP_DOWN, &body);
+        }
+        body.truncate(len);
+        return Some(body);
+    }
+    let entered = Instant::now();
+    let (src, body) = op.recv_any(STEP_DOWN);
+    let wait = entered.elapsed().as_secs_f64();
+    let trailer = read_trailer(&body).unwrap_or_else(|why| {
+        op.fail(&format!(
+            "the message from rank {src} is not an adaptive broadcast's ({why}): do all ranks set \
+             {VAR} alike?"
+        ))
+    });
+    let (children, report) = with_site(site, root, n, |st| {
+        if trailer.site != st.site.id() {
+            return Err(format!(
+                "rank {src} broadcast from another call site than this rank's {}: with {VAR}=adaptive \
+                 every rank must call the broadcast from the same place (or the same \
+                 AdaptiveBroadcast)",
+                st.site
+            ));
+        }
+        if trailer.version != st.version {
+            return Err(format!(
+                "the root's table for {} is at version {}, this rank's at {}: the ranks disagree \
+                 about the site's table",
+                st.site, trailer.version, st.version
+            ));
+        }
+        if st.table.parent(op.rank) != Some(src) {
+            return Err(format!(
+                "rank {src} sent this rank the data of {}, but its parent in the table is {:?}: \
+                 the ranks disagree about the site's table",
+                st.site,
+                st.table.parent(op.rank)
+            ));
+        }
+        let children: Vec<Rank> = st.table.children(op.rank).collect();
+        let report = st.eval.record(wait);
+        if !trailer.swaps.is_empty() {
+            st.table.apply(&trailer.swaps).map_err(|e| {
+                format!("the root's change to the table of {} is invalid: {e}", st.site)
+            })?;
+            st.version += 1;
+            st.eval.restart();
+        }
+        Ok((children, report))
+    })
+    .unwrap_or_else(|why| op.fail(&why));
+    for c in children {
+        op.send(c, STEP_DOWN, &body);
+    }
+    if let Some(value) = report {
+        send_report(op, root, site, value);
+    }
+    let mut body = body;
+    body.truncate(trailer.data_len);
+    Some(body)
+}
+
+/// Step 5: sends this rank's evaluation to the site's root.
+fn send_report(op: &Op, root: Rank, site: Site, value: f64) {
+    let ns = (value * 1e9) as u64;
+    let header = HeaderBuf::with_capacity(20)
+        .u64(site.id())
+        .u32(root as u32)
+        .u64(ns);
+    context::with(|cx| {
+        if let Err(e) = cx.post(root, wire::COLL_REPORT, &header.bytes, &[]) {
+            cx.fail(
+                &format!("broadcast #{}: reporting waits to rank {root}: {e}", op.seq),
+                1,
+            );
+        }
+    });
+}
+
+/// Files a `COLL_REPORT` from `src` with the learner of its site (step 5,
+/// on the root). A report for a site this rank is not the root of is
+/// dropped: it can only come from a job whose ranks disagree, which the
+/// broadcasts themselves report.
+pub(super) fn take_report(src: Rank, header: &[u8]) {
+    let mut f = Fields(header);
+    let site = f.u64();
+    let root = f.u32() as Rank;
+    let value = f.u64() as f64 * 1e-9;
+    SITES.with(|sites| {
+        if let Some(st) = sites.borrow_mut().get_mut(&(site, root)) {
+            if let Some(learner) = st.learner.as_mut() {
+                learner.report(src, value);
+            }
+        }
+    });
+}
+
+/// The current tables of this rank's sites: (site, root, virtual rank of
+/// each real rank).
+fn tables() -> Vec<(String, Rank, Vec<Rank>)> {
+    SITES.with(|sites| {
+        let mut all: Vec<_> = sites
+            .borrow()
+            .iter()
+            .map(|(&(_, root), st)| (st.site.to_string(), root, st.table.virtual_ranks().to_vec()))
+            .collect();
+        all.sort();
+        all
+    })
+}
+
+/// A decoded trailer.
+#[derive(Debug)]
+struct Trailer {
+    data_len: usize,
+    site: u64,
+    version: u64,
+    swaps: Vec<(Rank, Rank)>,
+}
+
+fn push_trailer(body: &mut Vec<u8>, site: u64, version: u64, swaps: &[(Rank, Rank)]) {
+    for &(a, b) in swaps {
+        body.extend_from_slice(&(a as u32).to_le_bytes());
+        body.extend_from_slice(&(b as u32).to_le_bytes());
+    }
+    body.extend_from_slice(&site.to_le_bytes());
+    body.extend_from_slice(&version.to_le_bytes());
+    body.extend_from_slice(&(swaps.len() as u32).to_le_bytes());
+    body.extend_from_slice(&MAGIC.to_le_bytes());
+}
+
+fn read_trailer(body: &[u8]) -> Result<Trailer, String> {
+    let Some(fixed_at) = body.len().checked_sub(TRAILER_LEN) else {
+        return Err(format!("{} bytes, shorter than a trailer", body.len()));
+    };
+    let mut f = Fields(&body[fixed_at..]);
+    let (site, version, count, magic) = (f.u64(), f.u64(), f.u32() as usize, f.u32());
+    if magic != MAGIC {
+        return Err("no trailer mark".to_owned());
+    }
+    let Some(data_len) = count
+        .checked_mul(8)
+        .and_then(|swaps_len| fixed_at.checked_sub(swaps_len))
+    else {
+        return Err(format!("{count} swaps do not fit in {} bytes", body.len()));
+    };
+    let mut f = Fields(&body[data_len..fixed_at]);
+    let swaps = (0..count)
+        .map(|_| (f.u32() as Rank, f.u32() as Rank))
+        .collect();
+    Ok(Trailer {
+        data_len,
+        site,
+        version,
+        swaps,
+    })
+}
+
+/// The location of a call site, for [`Site`]s keyed by where
+/// `broadcast` is called.
+pub(super) fn call_site(at: &'static Location<'static>) -> Site {
+    Site::new(at, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trailers_round_trip_and_reject_garbage() {
+        let mut body = b"data".to_vec();
+        push_trailer(&mut body, 7, 3, &[(1, 2), (5, 4)]);
+        let t = read_trailer(&body).unwrap();
+        assert_eq!((t.data_len, t.site, t.version), (4, 7, 3));
+        assert_eq!(t.swaps, vec![(1, 2), (5, 4)]);
+        let mut empty = Vec::new();
+        push_trailer(&mut empty, 1, 0, &[]);
+        assert_eq!(empty.len(), TRAILER_LEN);
+        assert_eq!(read_trailer(&empty).unwrap().data_len, 0);
+        assert!(read_trailer(b"short").is_err());
+        assert!(read_trailer(&[0; 40]).unwrap_err().contains("mark"));
+        let mut lying = Vec::new();
+        push_trailer(&mut lying, 1, 0, &[]);
+        lying[16..20].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(read_trailer(&lying).unwrap_err().contains("do not fit"));
+    }
+}

@@ -1,0 +1,173 @@
+//! The adaptive broadcast (`MTTL_BCAST=adaptive`, and `AdaptiveBroadcast`)
+//! across a job, on every backend: many broadcasts of varying values from
+//! several roots and call sites give every rank the root's value; a skewed
+//! arrival pattern changes the learned table, identically on every rank
+//! and always a permutation keeping the root's place; ranks calling one
+//! broadcast from different places are reported, not left hanging.
+//!
+//! Nothing here asserts a timing: the machine running the tests is shared,
+//! so only what the tables are, never how fast they got there.
+
+mod runtime_support;
+
+use std::time::Duration;
+
+use runtime_support::{on_every_backend, Scenario};
+
+on_every_backend!(
+    adaptive_broadcasts_deliver_every_value,
+    skewed_arrivals_change_the_table,
+    different_call_sites_are_reported,
+);
+
+fn adaptive(t: Scenario) -> Scenario {
+    t.env("MTTL_BCAST", "adaptive")
+}
+
+/// In a job: a failed check on any rank ends the job at once with its
+/// message, instead of leaving the other ranks waiting in a collective.
+fn stop_job_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::exit(101);
+    }));
+}
+
+fn me() -> usize {
+    mttl::rank()
+}
+
+/// Checks that `table` is a permutation of the job's ranks with `root` at
+/// virtual 0.
+fn assert_valid(table: &[usize], root: usize) {
+    let mut seen = vec![false; table.len()];
+    for &v in table {
+        assert!(v < table.len() && !seen[v], "not a permutation: {table:?}");
+        seen[v] = true;
+    }
+    assert_eq!(table[root], 0, "the root {root} lost its place: {table:?}");
+}
+
+#[mttl::remote]
+fn many_broadcasts_task() -> Vec<(String, usize, Vec<usize>)> {
+    let (r, n) = (me(), mttl::size());
+    let kept = mttl::AdaptiveBroadcast::new();
+    for i in 0..300usize {
+        let root = (i / 7) % n;
+        // Ranks arrive at different times, some far ahead of the others.
+        if (i + r) % 5 == 0 {
+            std::thread::sleep(Duration::from_micros(300 * (r as u64 + 1)));
+        }
+        let value = if r == root {
+            format!("{i} from {root}")
+        } else {
+            String::new()
+        };
+        assert_eq!(mttl::broadcast(root, value), format!("{i} from {root}"));
+        let mut slice = [0u64; 5];
+        if r == root {
+            slice = [i as u64, 1, 2, 3, root as u64];
+        }
+        mttl::broadcast_slice(root, &mut slice);
+        assert_eq!(slice, [i as u64, 1, 2, 3, root as u64]);
+        let other = n - 1 - root;
+        let got = kept.broadcast(other, if r == other { i * 3 } else { 0 });
+        assert_eq!(got, i * 3);
+    }
+    // 1 MiB, past the eager limit, with its trailer.
+    let big: Vec<u8> = if r == 0 {
+        (0..1 << 20).map(|k| (k % 251) as u8).collect()
+    } else {
+        Vec::new()
+    };
+    let big = mttl::broadcast(0, big);
+    assert!(big.len() == 1 << 20 && big.iter().enumerate().all(|(k, &b)| b == (k % 251) as u8));
+    mttl::adaptive_tables()
+}
+
+fn adaptive_broadcasts_deliver_every_value(t: Scenario) {
+    if t.in_job() {
+        stop_job_on_panic();
+    }
+    let t = adaptive(t);
+    for np in [1, 3, 4] {
+        t.run(np, || {
+            let tables = mttl::spmd(many_broadcasts_task, ());
+            for (rank, mine) in tables.iter().enumerate() {
+                assert_eq!(
+                    mine, &tables[0],
+                    "rank {rank}'s tables differ from rank 0's"
+                );
+                for (_, root, table) in mine {
+                    assert_valid(table, *root);
+                }
+            }
+        })
+        .assert_success();
+    }
+}
+
+#[mttl::remote]
+fn skewed_task() -> Vec<(String, usize, Vec<usize>)> {
+    let r = me();
+    for _ in 0..120 {
+        // Rank 2 (the root's first child, which forwards to rank 3) works
+        // longest; the data reaches rank 3 only after it.
+        let work = match r {
+            2 => 6,
+            1 => 1,
+            _ => 0,
+        };
+        std::thread::sleep(Duration::from_millis(work));
+        mttl::broadcast(0, r);
+        // As in an iterative solver: the next step starts together, so
+        // the root does not run ahead of every report.
+        mttl::barrier();
+    }
+    mttl::adaptive_tables()
+}
+
+fn skewed_arrivals_change_the_table(t: Scenario) {
+    if t.in_job() {
+        stop_job_on_panic();
+    }
+    adaptive(t)
+        .run(4, || {
+            let tables = mttl::spmd(skewed_task, ());
+            let (_, root, table) = tables[0]
+                .iter()
+                .find(|(site, _, _)| site.contains("collectives_adaptive.rs"))
+                .expect("rank 0 has the site's table")
+                .clone();
+            assert_eq!(root, 0);
+            assert_valid(&table, 0);
+            assert_ne!(table, vec![0, 1, 2, 3], "the skew changed nothing");
+            for (rank, mine) in tables.iter().enumerate() {
+                assert_eq!(
+                    mine, &tables[0],
+                    "rank {rank}'s tables differ from rank 0's"
+                );
+            }
+        })
+        .assert_success();
+}
+
+#[mttl::remote]
+fn two_sites_task() {
+    // One broadcast, called from two places: fine for the binomial tree,
+    // not for tables kept per call site.
+    if me() == 0 {
+        mttl::broadcast(0, 1u32);
+    } else {
+        mttl::broadcast(0, 0u32);
+    }
+}
+
+fn different_call_sites_are_reported(t: Scenario) {
+    let out = adaptive(t).run(3, || {
+        mttl::spmd(two_sites_task, ());
+    });
+    out.assert_failure();
+    out.stderr_line(&["another call site", "MTTL_BCAST=adaptive"]);
+}
