@@ -14,7 +14,7 @@ mod runtime_support;
 
 use std::cell::Cell;
 
-use runtime_support::{on_every_backend, Scenario};
+use runtime_support::{on_every_backend, stop_job_on_panic, Scenario};
 
 on_every_backend!(
     barrier_separates_phases,
@@ -43,17 +43,6 @@ fn on_each_size(t: Scenario, main: fn()) {
     for np in SIZES {
         t.run(np, main).assert_success();
     }
-}
-
-/// In a job: a failed check on any rank ends that rank at once, which
-/// stops the job with the check's message, instead of leaving the other
-/// ranks waiting in a collective for it.
-fn stop_job_on_panic() {
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        report(info);
-        std::process::exit(101);
-    }));
 }
 
 fn me() -> usize {

@@ -12,7 +12,7 @@ mod runtime_support;
 
 use std::time::Duration;
 
-use runtime_support::{on_every_backend, Scenario};
+use runtime_support::{on_every_backend, stop_job_on_panic, Scenario};
 
 on_every_backend!(
     adaptive_broadcasts_deliver_every_value,
@@ -22,16 +22,6 @@ on_every_backend!(
 
 fn adaptive(t: Scenario) -> Scenario {
     t.env("MTTL_BCAST", "adaptive")
-}
-
-/// In a job: a failed check on any rank ends the job at once with its
-/// message, instead of leaving the other ranks waiting in a collective.
-fn stop_job_on_panic() {
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        report(info);
-        std::process::exit(101);
-    }));
 }
 
 fn me() -> usize {

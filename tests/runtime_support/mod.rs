@@ -444,3 +444,14 @@ pub(crate) fn finish_captured(what: &str, mut c: CapturedChild, timeout: Duratio
     );
     out
 }
+
+/// In a job: a failed check on any rank ends that rank at once, which
+/// stops the job with the check's message, instead of leaving the other
+/// ranks waiting in a collective for it.
+pub(crate) fn stop_job_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::exit(101);
+    }));
+}

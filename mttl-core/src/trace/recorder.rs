@@ -246,6 +246,12 @@ impl Recorder {
             return;
         };
         self.append(e);
+        self.note_flush(flushed);
+    }
+
+    /// Records the flush that making room did, if any.
+    #[inline]
+    fn note_flush(&mut self, flushed: Option<(u64, u64, u64, FlushCause)>) {
         if let Some((begin, end, bytes, cause)) = flushed {
             self.append(&Event {
                 kind: Kind::Flush,
@@ -286,16 +292,7 @@ impl Recorder {
         self.open_count += 1;
         self.next_name += 1;
         self.names.insert(key, id);
-        if let Some((begin, end, bytes, cause)) = flushed {
-            self.append(&Event {
-                kind: Kind::Flush,
-                peer: None,
-                a: cause as u64,
-                b: bytes,
-                begin,
-                end,
-            });
-        }
+        self.note_flush(flushed);
         Some(id)
     }
 
