@@ -539,26 +539,13 @@ fn stop(pid: i32) {
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let deadline = Instant::now() + Duration::from_secs(2);
     while Instant::now() < deadline {
-        if !alive(pid) {
+        if !sys::alive(pid) {
             return;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGKILL) };
-}
-
-/// Alive and not a zombie.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
 }
 
 /// `status`.

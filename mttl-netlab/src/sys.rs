@@ -174,7 +174,12 @@ pub(crate) fn is_netlab_process(pid: i32) -> bool {
         return false;
     };
     let first = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    alive(pid) && String::from_utf8_lossy(first).ends_with("mttl-netlab")
+}
+
+/// Whether `pid` is alive and not a zombie.
+pub(crate) fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| {
             !s.rsplit(')')
                 .next()
@@ -182,6 +187,5 @@ pub(crate) fn is_netlab_process(pid: i32) -> bool {
                 .trim_start()
                 .starts_with('Z')
         })
-        .unwrap_or(false);
-    alive && String::from_utf8_lossy(first).ends_with("mttl-netlab")
+        .unwrap_or(false)
 }

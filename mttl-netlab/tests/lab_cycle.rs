@@ -52,16 +52,19 @@ fn take_lab() -> std::sync::MutexGuard<'static, ()> {
     guard
 }
 
+/// The lab every test brings up: two hosts on 100Base-T through the wire.
+const TWO_HOSTS: [&str; 7] = [
+    "up",
+    "--hosts",
+    "2",
+    "--profile",
+    "100base-t",
+    "--wire",
+    "user",
+];
+
 fn up_two_hosts() {
-    let out = netlab(&[
-        "up",
-        "--hosts",
-        "2",
-        "--profile",
-        "100base-t",
-        "--wire",
-        "user",
-    ]);
+    let out = netlab(&TWO_HOSTS);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(lab_namespaces().len(), 3, "{}", text(&out));
 }
@@ -79,15 +82,7 @@ fn down_leaves_nothing() {
 fn up_check_down() {
     let _lab = take_lab();
     up_two_hosts();
-    let again = netlab(&[
-        "up",
-        "--hosts",
-        "2",
-        "--profile",
-        "100base-t",
-        "--wire",
-        "user",
-    ]);
+    let again = netlab(&TWO_HOSTS);
     let other = netlab(&["up", "--hosts", "3", "--profile", "gige"]);
     let check = netlab(&["check", "--seconds", "2"]);
     let status = netlab(&["status"]);
