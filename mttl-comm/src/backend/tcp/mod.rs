@@ -196,7 +196,8 @@ impl TcpComm {
         Self::with_links(0, 1, None, Vec::new(), None)
     }
 
-    /// Joins the job described by `launch`: bootstrap, then the mesh.
+    /// Joins the job described by `launch`: the rendezvous, after which
+    /// links are made when first needed.
     pub fn connect(launch: &TcpLaunch) -> Result<Self, CommError> {
         if launch.size == 1 {
             return Self::single();
