@@ -574,6 +574,44 @@ fn a_rank_that_cannot_start_stops_the_ranks_already_started() {
     assert_all_gone(&dir.pids("pid."), Duration::from_secs(1));
 }
 
+/// A job needing more open files than `ulimit -n` allows fails before any
+/// rank starts, naming the need, the limit and the fix.
+#[test]
+fn a_job_needing_more_files_than_the_limit_fails_before_starting() {
+    let dir = TestDir::new("nofile");
+    let started = dir.path().join("started");
+    let mut command = Command::new("sh");
+    // Without -H or -S, `ulimit` sets the hard and the soft limit.
+    command
+        .args(["-c", "ulimit -n 64 && exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_mttlrun"))
+        .args(["-n", "100", "--", "sh", "-c", "touch \"$0\""])
+        .arg(&started)
+        .env_remove("MTTL_NP");
+    let (output, elapsed) = run(command, LIMIT);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("a TCP job of 100 ranks needs up to 132 open files per rank"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("at most 64 (`ulimit -Hn`"), "{stderr}");
+    assert!(stderr.contains("`ulimit -n 132`"), "{stderr}");
+    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+    assert!(!started.exists(), "a rank started");
+    // Within the limit, the same job runs.
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", "ulimit -n 1024 && exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_mttlrun"))
+        .args(["-n", "4", "--", "sh", "-c", "touch \"$0\""])
+        .arg(&started)
+        .env_remove("MTTL_NP");
+    let (output, _) = run(command, LIMIT);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(started.exists());
+}
+
 #[test]
 fn bad_hosts_are_reported_before_anything_starts() {
     let dir = TestDir::new("hostfile");

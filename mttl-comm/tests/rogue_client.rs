@@ -11,7 +11,7 @@
 //! knows where rank 0 listens (`MTTL_ROOT`, a port it picked); the other
 //! ranks' ports are found in `/proc` (the listening socket the rank's
 //! process holds). In the job, the same fn runs [`rank_program`]: every
-//! rank says `READY` once the mesh is up, receives (and checks) whatever
+//! rank says `READY` once it has joined, receives (and checks) whatever
 //! arrives until the test creates the "go" file, then exchanges numbered
 //! messages with every other rank and checks each one. A message carrying
 //! the rogue's mark would be reported (`DISPATCHED`) and fail the rank.
@@ -319,7 +319,7 @@ impl Job {
         }
     }
 
-    /// Waits until every rank has said it is in the mesh.
+    /// Waits until every rank has said it has joined.
     fn wait_ready(&mut self, within: Duration) {
         let deadline = Instant::now() + within;
         while self.ready.len() < SIZE {

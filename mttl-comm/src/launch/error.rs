@@ -82,6 +82,20 @@ pub enum LaunchError {
         /// The operating system's reason.
         source: io::Error,
     },
+    /// The job needs more open files than this host's limits allow.
+    #[error("a TCP job of {np} ranks needs up to {need} open files {whom}, but {limit}: {fix}")]
+    OpenFiles {
+        /// Ranks in the job.
+        np: usize,
+        /// Whose need: `per rank`, `for mttlrun itself`, `on this host in all`.
+        whom: &'static str,
+        /// How many descriptors that is.
+        need: u64,
+        /// The limit in the way, named as the user sets it.
+        limit: String,
+        /// How to raise it.
+        fix: String,
+    },
     /// `mpirun --version` could not be run.
     #[error("could not run `{command} --version` to identify the MPI library: {source} (set MTTL_MPIRUN to the mpirun to use)")]
     MpirunVersion {

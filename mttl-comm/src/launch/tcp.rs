@@ -18,6 +18,7 @@ use super::error::LaunchError;
 use super::hosts::{self, HostSlot};
 use super::job::{Input, Job, Who};
 use super::{rank0_input, resolve_program, JobOutcome, JobSpec};
+use crate::backend::tcp::files;
 use crate::env;
 
 /// The script a remote rank runs under `sh -c SCRIPT CWD env VARS PROGRAM ARGS`
@@ -51,6 +52,83 @@ const LAUNCHER_ONLY: &[&str] = &[
     env::ROOT_PORT,
 ];
 
+/// Descriptors `mttlrun` holds per rank: at most a pipe for each of its
+/// standard streams.
+const LAUNCHER_FILES_PER_RANK: u64 = 3;
+
+/// Descriptors `mttlrun` holds besides those of its ranks.
+const LAUNCHER_FILES_BESIDES: u64 = 32;
+
+/// Checks, before any rank starts, that a job of `np` ranks, `local` of
+/// them on this host, can open the files it needs: each rank up to one
+/// link per other rank ([`files::needed`]; a rank raises its own soft limit
+/// up to the hard one it inherits from here, so the hard limit is what
+/// counts), `mttlrun` a pipe per standard stream of each rank (raising its
+/// own soft limit likewise), and all of them together within what the
+/// kernel has left (`fs.file-max`). A job that cannot fails here, naming
+/// the limit, the need and the fix, rather than in the middle of making its
+/// links.
+fn check_open_files(np: usize, local: usize) -> Result<(), LaunchError> {
+    let per_rank = files::needed(np);
+    let launcher = LAUNCHER_FILES_PER_RANK * np as u64 + LAUNCHER_FILES_BESIDES;
+    let too_few = |whom, need, limit: String| LaunchError::OpenFiles {
+        np,
+        whom,
+        need,
+        limit,
+        fix: format!(
+            "raise it (`ulimit -n {need}` in the shell that runs mttlrun, or `nofile` in \
+             /etc/security/limits.conf) or run fewer ranks"
+        ),
+    };
+    if let Some(lim) = files::limit() {
+        if local > 0 && lim.hard < per_rank {
+            return Err(too_few(
+                "per rank",
+                per_rank,
+                format!(
+                    "a rank started here may open at most {} (`ulimit -Hn`; `ulimit -n` is {})",
+                    lim.hard, lim.soft
+                ),
+            ));
+        }
+    }
+    files::raise_to(launcher).map_err(|lim| {
+        too_few(
+            "for mttlrun itself",
+            launcher,
+            format!(
+                "it may open only {} (`ulimit -n`; hard limit {})",
+                lim.soft, lim.hard
+            ),
+        )
+    })?;
+    let host = local as u64 * per_rank + launcher;
+    if let Some(free) = system_files_left() {
+        if free < host {
+            return Err(LaunchError::OpenFiles {
+                np,
+                whom: "on this host in all",
+                need: host,
+                limit: format!("the kernel has only {free} left (fs.file-max less those open)"),
+                fix: "raise fs.file-max (`sysctl fs.file-max=...`), or place ranks on more \
+                      hosts (--hosts)"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// How many more files the kernel lets all processes open
+/// (`/proc/sys/fs/file-nr`: allocated, unused, maximum), if it says.
+fn system_files_left() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/sys/fs/file-nr").ok()?;
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    let (allocated, _, max) = (fields.next()??, fields.next()??, fields.next()??);
+    Some(max.saturating_sub(allocated))
+}
+
 /// Runs a TCP job (see [`super::run`]).
 pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
     let this_host = hosts::this_host_name();
@@ -60,6 +138,7 @@ pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
     } else {
         spec.program.clone()
     };
+    check_open_files(spec.np, placement.iter().filter(|h| h.is_none()).count())?;
     let secret = hex::encode(env::new_secret().map_err(|source| LaunchError::System {
         what: "make a secret for the job",
         source,

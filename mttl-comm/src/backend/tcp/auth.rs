@@ -14,8 +14,11 @@
 //! 3. C checks A's MAC (A belongs to the job), then C → A:
 //!    `MAC(secret, "connector" ‖ C ‖ A ‖ nc ‖ na)`.
 //! 4. A checks C's MAC and that it expects rank C, then A → C: one `ACCEPT`
-//!    byte. Only now does either side treat the connection as part of the
-//!    mesh.
+//!    byte. Only now does either side treat the connection as a link. Or,
+//!    if A is itself connecting to C at this moment and A's rank is the
+//!    lower, one `CROSSED` byte: both connections are authentic, A's own
+//!    becomes the pair's link and this one closes (links are made when
+//!    first needed: see `bootstrap`).
 //!
 //! A connection that fails any step is closed; the acceptor logs it. This
 //! authenticates connections; it does not encrypt or sign the frames that
@@ -38,6 +41,18 @@ const HELLO: &[u8; 8] = b"MTTLHS1\0";
 const NONCE_LEN: usize = 32;
 const MAC_LEN: usize = 32;
 const ACCEPT: u8 = 0xA5;
+const CROSSED: u8 = 0x5A;
+
+/// What an acceptor decides for a connector that proved itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// The connection becomes the pair's link.
+    Link,
+    /// The acceptor is connecting to the connector too, and the link the
+    /// lower rank makes wins: this connection closes, the other is the
+    /// pair's link.
+    Crossed,
+}
 
 /// How long an acceptor waits for a connector to complete the handshake.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -71,14 +86,14 @@ fn io_err(step: &str, e: std::io::Error) -> String {
 }
 
 /// The connector's side: proves itself to the acceptor at the other end of
-/// `stream`, which must be rank `expect`. Returns an error sentence on
-/// failure.
+/// `stream`, which must be rank `expect`. Returns the acceptor's decision,
+/// or an error sentence on failure.
 pub(crate) async fn connect(
     stream: &mut TcpStream,
     secret: &[u8; SECRET_LEN],
     me: Rank,
     expect: Rank,
-) -> Result<(), String> {
+) -> Result<Admission, String> {
     let nc = nonce()?;
     let mut hello = Vec::with_capacity(HELLO.len() + 4 + NONCE_LEN);
     hello.extend_from_slice(HELLO);
@@ -125,21 +140,23 @@ pub(crate) async fn connect(
         .read_exact(&mut ack)
         .await
         .map_err(|e| io_err("waiting for acceptance (rank refused us)", e))?;
-    if ack[0] != ACCEPT {
-        return Err(format!("rank {acceptor} refused the connection"));
+    match ack[0] {
+        ACCEPT => Ok(Admission::Link),
+        CROSSED => Ok(Admission::Crossed),
+        _ => Err(format!("rank {acceptor} refused the connection")),
     }
-    Ok(())
 }
 
 /// The acceptor's side: checks that the connector at the other end of
 /// `stream` knows the secret; `admit` decides whether the proven rank is
-/// one this acceptor expects. Returns the connector's rank.
+/// one this acceptor expects, and whether its connection becomes a link.
+/// Returns the connector's rank and that decision.
 pub(crate) async fn accept(
     stream: &mut TcpStream,
     secret: &[u8; SECRET_LEN],
     me: Rank,
-    admit: impl FnOnce(Rank) -> Result<(), String>,
-) -> Result<Rank, String> {
+    admit: impl FnOnce(Rank) -> Result<Admission, String>,
+) -> Result<(Rank, Admission), String> {
     let mut hello = [0u8; 8 + 4 + NONCE_LEN];
     stream
         .read_exact(&mut hello)
@@ -177,12 +194,16 @@ pub(crate) async fn accept(
         .map_err(|_| {
             format!("authentication failed (claimed rank {connector}, wrong job secret)")
         })?;
-    admit(connector)?;
+    let admission = admit(connector)?;
+    let answer = match admission {
+        Admission::Link => ACCEPT,
+        Admission::Crossed => CROSSED,
+    };
     stream
-        .write_all(&[ACCEPT])
+        .write_all(&[answer])
         .await
         .map_err(|e| io_err("sending acceptance", e))?;
-    Ok(connector)
+    Ok((connector, admission))
 }
 
 #[cfg(test)]
@@ -226,8 +247,8 @@ mod tests {
     async fn handshake(
         connector: (Rank, [u8; SECRET_LEN], Rank),
         acceptor: (Rank, [u8; SECRET_LEN]),
-        admit: impl FnOnce(Rank) -> Result<(), String>,
-    ) -> (Result<(), String>, Result<Rank, String>) {
+        admit: impl FnOnce(Rank) -> Result<Admission, String>,
+    ) -> (Result<Admission, String>, Result<(Rank, Admission), String>) {
         let (mut c, mut a) = pair().await;
         let (me, secret, expect) = connector;
         let (acceptor_rank, acceptor_secret) = acceptor;
@@ -240,9 +261,19 @@ mod tests {
     #[test]
     fn same_secret_is_accepted() {
         let s = [7u8; SECRET_LEN];
-        let (rc, ra) = run(handshake((3, s, 1), (1, s), |_| Ok(())));
-        assert_eq!(rc, Ok(()));
-        assert_eq!(ra, Ok(3));
+        let (rc, ra) = run(handshake((3, s, 1), (1, s), |_| Ok(Admission::Link)));
+        assert_eq!(rc, Ok(Admission::Link));
+        assert_eq!(ra, Ok((3, Admission::Link)));
+    }
+
+    /// An acceptor connecting to the connector itself answers `CROSSED`:
+    /// both sides learn it, and neither counts it as a failure.
+    #[test]
+    fn a_crossed_connection_is_told_so() {
+        let s = [7u8; SECRET_LEN];
+        let (rc, ra) = run(handshake((3, s, 1), (1, s), |_| Ok(Admission::Crossed)));
+        assert_eq!(rc, Ok(Admission::Crossed));
+        assert_eq!(ra, Ok((3, Admission::Crossed)));
     }
 
     #[test]
@@ -250,7 +281,7 @@ mod tests {
         let (rc, ra) = run(handshake(
             (2, [1u8; SECRET_LEN], 0),
             (0, [2u8; SECRET_LEN]),
-            |_| Ok(()),
+            |_| Ok(Admission::Link),
         ));
         assert_eq!(
             rc,
@@ -280,7 +311,7 @@ mod tests {
     #[test]
     fn a_connector_expecting_another_rank_gives_up() {
         let s = [4u8; SECRET_LEN];
-        let (rc, ra) = run(handshake((3, s, 2), (1, s), |_| Ok(())));
+        let (rc, ra) = run(handshake((3, s, 2), (1, s), |_| Ok(Admission::Link)));
         assert_eq!(rc, Err("expected rank 2, but rank 1 answered".to_string()));
         assert!(ra.unwrap_err().starts_with("reading the proof: "));
     }
@@ -299,7 +330,7 @@ mod tests {
             let mut bytes = frame.to_vec();
             bytes.extend_from_slice(&[0u8; 40]);
             c.write_all(&bytes).await.unwrap();
-            let r = accept(&mut a, &[0u8; SECRET_LEN], 0, |_| Ok(())).await;
+            let r = accept(&mut a, &[0u8; SECRET_LEN], 0, |_| Ok(Admission::Link)).await;
             assert_eq!(r, Err("not an mttl handshake (bad hello)".to_string()));
         });
     }
@@ -337,7 +368,7 @@ mod tests {
             );
             let (c, mut a) = pair().await;
             drop(c);
-            let e = accept(&mut a, &[0u8; SECRET_LEN], 0, |_| Ok(()))
+            let e = accept(&mut a, &[0u8; SECRET_LEN], 0, |_| Ok(Admission::Link))
                 .await
                 .unwrap_err();
             assert!(e.starts_with("reading hello: "), "{e}");
@@ -380,11 +411,11 @@ mod tests {
         };
         let (rc, ra, recorded) = tokio::join!(
             connect(&mut c, &s, 3, 1),
-            accept(&mut a, &s, 1, |_| Ok(())),
+            accept(&mut a, &s, 1, |_| Ok(Admission::Link)),
             relay
         );
-        assert_eq!(rc, Ok(()));
-        assert_eq!(ra, Ok(3));
+        assert_eq!(rc, Ok(Admission::Link));
+        assert_eq!(ra, Ok((3, Admission::Link)));
         recorded
     }
 
@@ -413,7 +444,7 @@ mod tests {
                 let _ = stranger.read_to_end(&mut ack).await;
                 ack
             };
-            let acceptor = async move { accept(&mut a, &s, 1, |_| Ok(())).await };
+            let acceptor = async move { accept(&mut a, &s, 1, |_| Ok(Admission::Link)).await };
             let (ack, ra) = tokio::join!(replay, acceptor);
             assert_eq!(
                 ra,
@@ -440,7 +471,7 @@ mod tests {
                 stranger.read_exact(&mut reply).await.unwrap();
                 stranger.write_all(&reply[12 + NONCE_LEN..]).await.unwrap();
             };
-            let (_, ra) = tokio::join!(reflect, accept(&mut a, &s, 0, |_| Ok(())));
+            let (_, ra) = tokio::join!(reflect, accept(&mut a, &s, 0, |_| Ok(Admission::Link)));
             assert_eq!(
                 ra,
                 Err("authentication failed (claimed rank 2, wrong job secret)".to_string())

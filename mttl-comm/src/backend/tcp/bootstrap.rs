@@ -1,9 +1,10 @@
-//! Bootstrap: from a launch environment to a fully connected, authenticated
-//! mesh, then a guard on the listening port for the rest of the job.
+//! Bootstrap and links: from a launch environment to a rendezvous at rank
+//! 0, then links between the other ranks made when first needed, by a
+//! background thread that also guards the listening port.
 //!
-//! It runs on one background thread with a small tokio runtime (async I/O
-//! lets a rank accept and connect at the same time, each handshake under its
-//! own timeout). The steps:
+//! The thread runs a small tokio runtime (async I/O lets a rank accept and
+//! connect at the same time, each handshake under its own timeout). The
+//! steps:
 //!
 //! 1. Every rank binds a listener: rank 0 on `MTTL_ROOT`, the others on an
 //!    ephemeral port (loopback, or every interface with `MTTL_BIND=any`).
@@ -11,32 +12,45 @@
 //!    0 may start later), authenticates ([`auth`]) and sends its
 //!    listening port. Rank 0 learns `i`'s address from the connection itself.
 //! 3. When all `size − 1` ranks have checked in, rank 0 sends each the table
-//!    of every rank's address. The rendezvous connection stays as the mesh
-//!    link between rank 0 and `i`.
-//! 4. Rank `i` connects to every rank `0 < j < i` and authenticates; it
-//!    accepts from every rank `k > i`. Each rank knows exactly whom to expect
-//!    and refuses (and logs) anyone else.
-//! 5. With all `size − 1` links up, the links are handed to the caller as
-//!    plain non-blocking sockets with `TCP_NODELAY`.
-//! 6. The thread keeps accepting on the listener until the job finishes: any
-//!    connection now is unexpected, so it is authenticated (to log who it
-//!    was) and closed; no frame on it is ever read.
-//!
-//! The whole of steps 1-5 is bounded by `MTTL_CONNECT_TIMEOUT`.
+//!    of every rank's address. The rendezvous connection stays as the link
+//!    between rank 0 and `i`. Steps 1-3 are bounded by
+//!    `MTTL_CONNECT_TIMEOUT`; the links to rank 0 are handed to the caller
+//!    as plain non-blocking sockets with `TCP_NODELAY`.
+//! 4. From then on the thread makes the other links as they are needed:
+//!    the rank asks for a link to `j` ([`Guard::ask`]) on its first send to
+//!    `j` or receive from `j`, and the thread connects to `j`'s address and
+//!    authenticates; and it accepts on the listener, authenticates, and
+//!    admits any rank of the job not yet linked. Each link made, or the
+//!    reason it could not be, goes to the rank through a channel and a
+//!    `mio::Waker` that wakes the rank's poll ([`Guard::take`]).
+//! 5. Two ranks may ask for their link at the same moment, each connecting
+//!    to the other. Exactly one connection becomes the link: the one the
+//!    lower rank made. The thread keeps one state per peer (unlinked,
+//!    dialing, linked) under a lock, and decides every admission there:
+//!    a connection from `j` while this rank dials `j` is admitted if `j`
+//!    is the lower rank; otherwise the acceptor answers `CROSSED` and
+//!    closes it, and the connector waits for the acceptor's own connection,
+//!    which the connector admits by the same rule. A rank's decision to
+//!    dial and its admissions are serialised by that lock, so a rank never
+//!    dials a peer it has admitted, and both ends always keep the same
+//!    connection: the pair has one link, so per-pair FIFO order holds.
+//! 6. The thread stops when the rank finishes: a connection after that is
+//!    refused by the kernel, so a peer that asks for a link to a finished
+//!    rank learns it at once.
 //!
 //! Strangers cannot stop either loop: each accepted connection's handshake
 //! runs as its own task under [`auth::HANDSHAKE_TIMEOUT`], so a silent or
-//! slow client holds up nobody; and a failed `accept` (a connection reset
-//! before it was taken, or no file descriptor left because a flood of
-//! connections holds them) is logged and retried after a pause, never a
-//! reason to give up the rendezvous (`mttl-comm/tests/rogue_client.rs`).
+//! slow client holds up nobody, and a client that fails the handshake is
+//! refused and logged, its bytes never parsed as frames; a failed `accept`
+//! (a connection reset before it was taken, or no file descriptor left
+//! because a flood of connections holds them) is logged and retried after a
+//! pause, never a reason to give up (`mttl-comm/tests/rogue_client.rs`).
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -48,19 +62,40 @@ use super::auth;
 use crate::comm::Rank;
 use crate::env::{self, TcpLaunch};
 
-/// The mesh links of a rank: `links[r]` is the socket to rank `r` (`None`
-/// for itself).
+/// The links of a rank at start-up: `links[r]` is the socket to rank `r`,
+/// `None` for itself and for every rank it has no link to yet (rank 0 has
+/// one to every rank, the others to rank 0 only).
 pub(crate) type Links = Vec<Option<std::net::TcpStream>>;
 
-/// The background thread that built the mesh and now guards the port.
+/// A link made after start-up, or why it could not be made (step 4).
+pub(crate) type Made = (Rank, Result<std::net::TcpStream, String>);
+
+/// The background thread that made the rendezvous and now makes links and
+/// guards the port, with the rank's ends of its channels.
 #[derive(Debug)]
 pub(crate) struct Guard {
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    ask: tmpsc::UnboundedSender<Rank>,
+    made: mpsc::Receiver<Made>,
 }
 
 impl Guard {
-    /// Stops guarding the port and joins the thread.
+    /// Asks for a link to `peer`; it comes through [`take`](Self::take),
+    /// as does the reason if it cannot be made. Asking again while a link
+    /// is on its way, or made, does nothing. False if the thread has
+    /// stopped.
+    pub(crate) fn ask(&self, peer: Rank) -> bool {
+        self.ask.send(peer).is_ok()
+    }
+
+    /// The next link made (asked for or accepted), or failure to make one.
+    pub(crate) fn take(&self) -> Option<Made> {
+        self.made.try_recv().ok()
+    }
+
+    /// Stops guarding the port and joins the thread. Links it made before
+    /// stopping can still be taken.
     pub(crate) fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -77,16 +112,21 @@ impl Drop for Guard {
     }
 }
 
-/// Builds the mesh for `launch` within `timeout`.
-pub(crate) fn connect_mesh(
+/// Makes the rendezvous for `launch` within `timeout`, and starts the
+/// thread that makes the other links, waking the rank with `waker` when
+/// one is made.
+pub(crate) fn join(
     launch: &TcpLaunch,
     timeout: Duration,
+    waker: mio::Waker,
 ) -> Result<(Links, Guard), String> {
     let (result_tx, result_rx) = mpsc::channel();
     let (stop_tx, stop_rx) = oneshot::channel();
+    let (ask_tx, ask_rx) = tmpsc::unbounded_channel();
+    let (made_tx, made_rx) = mpsc::channel();
     let launch = launch.clone();
     let thread = std::thread::Builder::new()
-        .name(format!("mttl-tcp-guard-{}", launch.rank))
+        .name(format!("mttl-tcp-links-{}", launch.rank))
         .spawn(move || {
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -108,26 +148,45 @@ pub(crate) fn connect_mesh(
                     }
                 };
                 let built =
-                    tokio::time::timeout(timeout, build(&launch, &listener, deadline)).await;
-                let links = match built {
-                    Ok(Ok(links)) => links,
+                    tokio::time::timeout(timeout, rendezvous(&launch, &listener, deadline)).await;
+                let (links, table) = match built {
+                    Ok(Ok(built)) => built,
                     Ok(Err(e)) => {
                         let _ = result_tx.send(Err(e));
                         return;
                     }
                     Err(_) => {
                         let _ = result_tx.send(Err(format!(
-                            "the mesh was not complete after {:.0} s (MTTL_CONNECT_TIMEOUT): \
-                             did every rank start?",
+                            "the rendezvous was not complete after {:.0} s \
+                             (MTTL_CONNECT_TIMEOUT): did every rank start?",
                             timeout.as_secs_f64()
                         )));
                         return;
                     }
                 };
+                let states = links
+                    .iter()
+                    .enumerate()
+                    .map(|(r, l)| {
+                        if l.is_some() || r == launch.rank {
+                            LinkState::Linked
+                        } else {
+                            LinkState::Unlinked
+                        }
+                    })
+                    .collect();
                 if result_tx.send(Ok(links)).is_err() {
                     return;
                 }
-                guard_port(&launch, listener, stop_rx).await;
+                let linker = Linker {
+                    me: launch.rank,
+                    secret: launch.secret,
+                    table,
+                    states: Arc::new(Mutex::new(states)),
+                    made: made_tx,
+                    waker: Arc::new(waker),
+                };
+                serve(linker, listener, ask_rx, stop_rx).await;
             });
         })
         .map_err(|e| format!("cannot start the I/O thread: {e}"))?;
@@ -139,6 +198,8 @@ pub(crate) fn connect_mesh(
         Guard {
             stop: Some(stop_tx),
             thread: Some(thread),
+            ask: ask_tx,
+            made: made_rx,
         },
     ))
 }
@@ -252,86 +313,37 @@ fn inherited_listener(fd: Option<&str>, port: u16) -> Option<std::net::TcpListen
     Some(listener)
 }
 
-/// Steps 2-5.
-async fn build(
+/// Steps 2-3: the links to rank 0 (every link, at rank 0) and the table
+/// of every rank's listening address.
+async fn rendezvous(
     launch: &TcpLaunch,
     listener: &TcpListener,
     deadline: Instant,
-) -> Result<Links, String> {
+) -> Result<(Links, Vec<SocketAddr>), String> {
     let (me, size) = (launch.rank, launch.size);
-    // Whom this rank accepts: rank 0 everyone, rank i every k > i.
-    let expected: Vec<Rank> = if me == 0 {
-        (1..size).collect()
-    } else {
-        (me + 1..size).collect()
-    };
-    let (acc_tx, mut acc_rx) = tmpsc::unbounded_channel::<(Rank, TcpStream)>();
-    let accepting = accept_expected(launch, listener, expected.clone(), acc_tx);
-
-    let connecting = async {
-        let mut out: Vec<(Rank, TcpStream)> = Vec::new();
-        if me == 0 {
-            return Ok::<_, String>(out);
-        }
-        // Step 2: rendezvous with rank 0.
-        let root = resolve_root(&launch.root).await?;
-        let mut stream = connect_retrying(root, deadline)
-            .await
-            .map_err(|e| format!("could not reach rank 0 at {root}: {e}"))?;
-        auth::connect(&mut stream, &launch.secret, me, 0)
-            .await
-            .map_err(|e| format!("rendezvous with rank 0 at {root}: {e}"))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| format!("cannot read the listening port: {e}"))?
-            .port();
-        stream
-            .write_all(&port.to_le_bytes())
-            .await
-            .map_err(|e| format!("rendezvous with rank 0: {e}"))?;
-        // Step 3: the table.
-        let table = read_table(&mut stream, size)
-            .await
-            .map_err(|e| format!("rendezvous with rank 0: reading the address table: {e}"))?;
-        out.push((0, stream));
-        // Step 4: connect to every 0 < j < me.
-        for (j, addr) in table.iter().enumerate().take(me).skip(1) {
-            let mut s = connect_retrying(*addr, deadline)
-                .await
-                .map_err(|e| format!("could not reach rank {j} at {addr}: {e}"))?;
-            auth::connect(&mut s, &launch.secret, me, j)
-                .await
-                .map_err(|e| format!("connecting to rank {j} at {addr}: {e}"))?;
-            out.push((j, s));
-        }
-        Ok(out)
-    };
-
-    let collecting = async {
-        let mut got: HashMap<Rank, TcpStream> = HashMap::new();
-        while got.len() < expected.len() {
-            match acc_rx.recv().await {
-                Some((r, s)) => {
-                    got.insert(r, s);
-                }
-                None => return Err("the accept loop stopped".to_string()),
-            }
-        }
-        Ok(got)
-    };
-
-    let (connected, accepted) = tokio::select! {
-        r = async { tokio::try_join!(connecting, collecting) } => r?,
-        never = accepting => match never {},
-    };
-
-    let mut accepted = accepted;
+    let mut links: Links = (0..size).map(|_| None).collect();
+    let mut table = vec![SocketAddr::new(bind_ip(launch), 0); size];
+    let mut joined: Vec<(Rank, TcpStream)> = Vec::new();
     if me == 0 {
-        // Step 3 at rank 0: ports were read by the accept loop; send the table.
-        let mut table = vec![SocketAddr::new(bind_ip(launch), 0); size];
-        let mut ports: Vec<(Rank, TcpStream)> = accepted.drain().collect();
-        ports.sort_by_key(|(r, _)| *r);
-        for (r, s) in ports.iter_mut() {
+        let (acc_tx, mut acc_rx) = tmpsc::unbounded_channel::<(Rank, TcpStream)>();
+        let accepting = accept_expected(launch, listener, (1..size).collect(), acc_tx);
+        let collecting = async {
+            let mut got = Vec::with_capacity(size - 1);
+            while got.len() < size - 1 {
+                match acc_rx.recv().await {
+                    Some(link) => got.push(link),
+                    None => return Err("the accept loop stopped".to_string()),
+                }
+            }
+            Ok(got)
+        };
+        let mut got = tokio::select! {
+            got = collecting => got?,
+            never = accepting => match never {},
+        };
+        // Step 3 at rank 0: read every rank's port, then send the table.
+        got.sort_by_key(|(r, _)| *r);
+        for (r, s) in got.iter_mut() {
             let mut p = [0u8; 2];
             s.read_exact(&mut p)
                 .await
@@ -343,29 +355,62 @@ async fn build(
             table[*r] = SocketAddr::new(ip, u16::from_le_bytes(p));
         }
         let encoded = encode_table(&table);
-        for (r, s) in ports.iter_mut() {
+        for (r, s) in got.iter_mut() {
             s.write_all(&encoded)
                 .await
                 .map_err(|e| format!("rendezvous: sending the table to rank {r}: {e}"))?;
         }
-        accepted = ports.into_iter().collect();
+        joined = got;
+    } else {
+        // Step 2: rendezvous with rank 0. This rank accepts nobody until
+        // the table has come: a rank that got it earlier may connect
+        // already, and waits in the listener's queue.
+        let root = resolve_root(&launch.root).await?;
+        let mut stream = connect_retrying(root, deadline)
+            .await
+            .map_err(|e| format!("could not reach rank 0 at {root}: {e}"))?;
+        match auth::connect(&mut stream, &launch.secret, me, 0).await {
+            Ok(auth::Admission::Link) => {}
+            Ok(auth::Admission::Crossed) => {
+                return Err(format!(
+                    "rendezvous with rank 0 at {root}: it answered as if it were connecting \
+                     to this rank"
+                ))
+            }
+            Err(e) => return Err(format!("rendezvous with rank 0 at {root}: {e}")),
+        }
+        let port = listener
+            .local_addr()
+            .map_err(|e| format!("cannot read the listening port: {e}"))?
+            .port();
+        stream
+            .write_all(&port.to_le_bytes())
+            .await
+            .map_err(|e| format!("rendezvous with rank 0: {e}"))?;
+        // Step 3: the table.
+        table = read_table(&mut stream, size)
+            .await
+            .map_err(|e| format!("rendezvous with rank 0: reading the address table: {e}"))?;
+        joined.push((0, stream));
     }
+    for (r, s) in joined {
+        links[r] = Some(into_link(r, s)?);
+    }
+    Ok((links, table))
+}
 
-    // Step 5.
-    let mut links: Links = (0..size).map(|_| None).collect();
-    for (r, s) in connected.into_iter().chain(accepted) {
-        let std = s.into_std().map_err(|e| format!("link to rank {r}: {e}"))?;
-        std.set_nodelay(true)
-            .map_err(|e| format!("link to rank {r}: cannot set TCP_NODELAY: {e}"))?;
-        links[r] = Some(std);
-    }
-    Ok(links)
+/// A connection as a link: a plain socket with `TCP_NODELAY`.
+fn into_link(r: Rank, s: TcpStream) -> Result<std::net::TcpStream, String> {
+    let std = s.into_std().map_err(|e| format!("link to rank {r}: {e}"))?;
+    std.set_nodelay(true)
+        .map_err(|e| format!("link to rank {r}: cannot set TCP_NODELAY: {e}"))?;
+    Ok(std)
 }
 
 /// Accepts until every expected rank has connected and authenticated,
 /// sending each to `out`. Strangers and duplicates are refused and logged.
-/// Never returns: the caller stops it when the mesh is complete, or at the
-/// deadline.
+/// Never returns: the caller stops it when the rendezvous is complete, or
+/// at the deadline.
 async fn accept_expected(
     launch: &TcpLaunch,
     listener: &TcpListener,
@@ -373,7 +418,7 @@ async fn accept_expected(
     out: tmpsc::UnboundedSender<(Rank, TcpStream)>,
 ) -> Infallible {
     let me = launch.rank;
-    let admitted = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+    let admitted = Arc::new(Mutex::new(std::collections::HashSet::new()));
     let mut failing = AcceptFailures::default();
     loop {
         let (mut stream, peer) = match listener.accept().await {
@@ -399,7 +444,7 @@ async fn accept_expected(
                 if !set.insert(r) {
                     return Err(format!("rank {r} is already connected"));
                 }
-                Ok(())
+                Ok(auth::Admission::Link)
             };
             let shaken = tokio::time::timeout(
                 auth::HANDSHAKE_TIMEOUT,
@@ -407,7 +452,7 @@ async fn accept_expected(
             )
             .await;
             match shaken {
-                Ok(Ok(r)) => {
+                Ok(Ok((r, _))) => {
                     let _ = out.send((r, stream));
                 }
                 Ok(Err(why)) => refused(me, peer, &why),
@@ -417,16 +462,167 @@ async fn accept_expected(
     }
 }
 
-/// Step 6.
-async fn guard_port(launch: &TcpLaunch, listener: TcpListener, mut stop: oneshot::Receiver<()>) {
-    let me = launch.rank;
+/// One peer's link, as the link thread sees it (step 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LinkState {
+    Unlinked,
+    /// This rank is connecting to the peer, or waits for the peer's own
+    /// connection after a `CROSSED` answer.
+    Dialing,
+    /// A link was made (or this is the rank itself).
+    Linked,
+}
+
+/// What the link thread's tasks share (steps 4-5).
+#[derive(Clone)]
+struct Linker {
+    me: Rank,
+    secret: [u8; crate::env::SECRET_LEN],
+    table: Vec<SocketAddr>,
+    states: Arc<Mutex<Vec<LinkState>>>,
+    made: mpsc::Sender<Made>,
+    waker: Arc<mio::Waker>,
+}
+
+impl Linker {
+    /// Runs `f` on the peers' states. A poisoned lock (a task panicked
+    /// holding it) still holds consistent states: every change is one
+    /// assignment.
+    fn states<T>(&self, f: impl FnOnce(&mut Vec<LinkState>) -> T) -> T {
+        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut states)
+    }
+
+    /// Hands a link, or why there is none, to the rank and wakes it.
+    fn deliver(&self, made: Made) {
+        if self.made.send(made).is_ok() {
+            // A rank that cannot be woken finds the link at its next look.
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Step 4, connecting: a link to `peer`, unless one is made or on its
+    /// way.
+    async fn dial(self, peer: Rank) {
+        let Some(&addr) = self.table.get(peer) else {
+            return;
+        };
+        let go = self.states(|s| {
+            let go = s.get(peer) == Some(&LinkState::Unlinked);
+            if go {
+                s[peer] = LinkState::Dialing;
+            }
+            go
+        });
+        if !go {
+            return;
+        }
+        let me = self.me;
+        let dialed = tokio::time::timeout(auth::HANDSHAKE_TIMEOUT, async {
+            let mut s = TcpStream::connect(addr).await.map_err(|e| {
+                format!(
+                    "cannot connect to it at {addr} ({e}): it has finished, or its process ended"
+                )
+            })?;
+            let admission = auth::connect(&mut s, &self.secret, me, peer)
+                .await
+                .map_err(|e| format!("connecting to it at {addr}: {e}"))?;
+            Ok::<_, String>((s, admission))
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "connecting to it at {addr}: no answer within {} s",
+                auth::HANDSHAKE_TIMEOUT.as_secs()
+            ))
+        });
+        match dialed {
+            Ok((s, auth::Admission::Link)) => {
+                self.states(|st| st[peer] = LinkState::Linked);
+                self.deliver((peer, into_link(peer, s)));
+            }
+            // The peer's own connection brings the link.
+            Ok((_, auth::Admission::Crossed)) => {}
+            Err(why) => {
+                // Unless the peer's own connection made the link meanwhile.
+                let failed = self.states(|st| {
+                    let failed = st[peer] == LinkState::Dialing;
+                    if failed {
+                        st[peer] = LinkState::Unlinked;
+                    }
+                    failed
+                });
+                if failed {
+                    self.deliver((peer, Err(why)));
+                }
+            }
+        }
+    }
+
+    /// Step 4, accepting: authenticates the connection and admits its rank
+    /// if it is of this job and not linked yet (step 5 for a crossing).
+    async fn admit(self, mut stream: TcpStream, from: SocketAddr) {
+        let me = self.me;
+        let mut admitted = None;
+        let admit = |r: Rank| {
+            self.states(|st| match st.get(r).copied() {
+                None => Err(format!("rank {r} is not a rank of this job")),
+                Some(LinkState::Linked) if r == me => Err(format!("rank {r} is this rank itself")),
+                Some(LinkState::Linked) => Err(format!("rank {r} is already linked")),
+                Some(LinkState::Dialing) if r > me => Ok(auth::Admission::Crossed),
+                Some(LinkState::Dialing | LinkState::Unlinked) => {
+                    st[r] = LinkState::Linked;
+                    admitted = Some(r);
+                    Ok(auth::Admission::Link)
+                }
+            })
+        };
+        let shaken = tokio::time::timeout(
+            auth::HANDSHAKE_TIMEOUT,
+            auth::accept(&mut stream, &self.secret, me, admit),
+        )
+        .await;
+        match shaken {
+            Ok(Ok((r, auth::Admission::Link))) => self.deliver((r, into_link(r, stream))),
+            Ok(Ok((_, auth::Admission::Crossed))) => {}
+            Ok(Err(why)) => {
+                refused(me, from, &why);
+                // Admitted, but the acceptance could not be sent: the
+                // peer's side failed too.
+                if let Some(r) = admitted {
+                    self.deliver((r, Err(format!("accepting its connection: {why}"))));
+                }
+            }
+            Err(_) => {
+                refused(me, from, "handshake timed out");
+                if let Some(r) = admitted {
+                    self.deliver((r, Err("accepting its connection: timed out".into())));
+                }
+            }
+        }
+    }
+}
+
+/// Steps 4-6: makes the links asked for and admits the peers that connect,
+/// until the rank finishes.
+async fn serve(
+    linker: Linker,
+    listener: TcpListener,
+    mut ask: tmpsc::UnboundedReceiver<Rank>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let me = linker.me;
     let mut failing = AcceptFailures::default();
     loop {
         let accepted = tokio::select! {
             _ = &mut stop => return,
+            Some(peer) = ask.recv() => {
+                tokio::spawn(linker.clone().dial(peer));
+                continue;
+            }
             a = listener.accept() => a,
         };
-        let (mut stream, peer) = match accepted {
+        let (stream, from) = match accepted {
             Ok(x) => x,
             Err(e) => {
                 tokio::select! {
@@ -436,23 +632,7 @@ async fn guard_port(launch: &TcpLaunch, listener: TcpListener, mut stop: oneshot
             }
         };
         failing.clear();
-        let secret = launch.secret;
-        tokio::spawn(async move {
-            let shaken = tokio::time::timeout(
-                auth::HANDSHAKE_TIMEOUT,
-                auth::accept(&mut stream, &secret, me, |r| {
-                    Err(format!(
-                        "the mesh is complete; rank {r} has no reason to connect"
-                    ))
-                }),
-            )
-            .await;
-            match shaken {
-                Ok(Err(why)) => refused(me, peer, &why),
-                Err(_) => refused(me, peer, "handshake timed out"),
-                Ok(Ok(_)) => refused(me, peer, "unexpected connection"),
-            }
-        });
+        tokio::spawn(linker.clone().admit(stream, from));
     }
 }
 

@@ -85,6 +85,16 @@ impl Header {
         }
     }
 
+    /// The header of a goodbye frame, which carries nothing.
+    pub(crate) fn goodbye() -> Header {
+        Header {
+            kind: FrameKind::Goodbye,
+            tag: 0,
+            len: 0,
+            bulk: false,
+        }
+    }
+
     /// Encodes the header.
     pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];

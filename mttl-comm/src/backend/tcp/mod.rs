@@ -1,13 +1,19 @@
-//! The TCP backend: a fully connected mesh of authenticated TCP links,
-//! driven by non-blocking sockets from the calling thread.
+//! The TCP backend: authenticated TCP links between the ranks that talk,
+//! made when first needed, driven by non-blocking sockets from the calling
+//! thread.
 //!
 //! Algorithm:
 //!
-//! - **Bootstrap** ([`bootstrap`]): rendezvous at rank 0, then every pair of
-//!   ranks connects once; every link is authenticated with the job secret
-//!   ([`auth`]). A background thread runs this on tokio, then guards the
-//!   listening port for the rest of the job (strangers are refused and
-//!   logged; their bytes are never parsed as frames).
+//! - **Bootstrap** ([`bootstrap`]): rendezvous at rank 0, which gives every
+//!   rank the table of every rank's listening address and keeps a link to
+//!   each. Every other link is made on the first send between its two
+//!   ranks, or the first receive ([`links`]): start-up costs N − 1
+//!   connections, not N(N − 1)/2, and a rank holds a socket per partner.
+//!   Every link is authenticated with the job secret ([`auth`]). A
+//!   background thread runs the rendezvous on tokio, then makes the links
+//!   asked for and admits the ranks that connect, settling two ranks that
+//!   connect to each other at once on one link (the lower rank's), and
+//!   refuses strangers (logged; their bytes are never parsed as frames).
 //! - **Data path**: the links are non-blocking sockets registered with one
 //!   `mio::Poll` owned by the rank's communicating thread. There is no
 //!   thread hop on the hot path: a send writes straight into the kernel from
@@ -45,8 +51,10 @@
 //!   While a send waits for socket space it keeps reading all links, so two
 //!   ranks sending each other large messages cannot deadlock.
 //! - **Leaving** ([`Comm::finish`]): flush everything, send a goodbye frame
-//!   to every peer, half-close, then read until every peer has said goodbye
-//!   too. A link that ends *without* a goodbye is a lost peer: once the
+//!   on every link, half-close, then read until every linked peer has said
+//!   goodbye too (a link made meanwhile gets its goodbye at once; a rank
+//!   that connects after this rank finished is refused, and told so). A
+//!   link that ends *without* a goodbye is a lost peer: once the
 //!   messages already received are taken (per-pair order: what a rank sent
 //!   before it died still arrives), `probe` and `recv_any` report it at once
 //!   (fail fast rather than hang), and any operation addressed to that peer
@@ -58,31 +66,27 @@
 //!   sent ([`liveness`]). A few lost probes never fail a link, and a peer
 //!   on this rank's own host is not watched at all: its kernel is this
 //!   one, which closes the link if the peer's process ends.
-//! - **Open files** ([`files`]): the mesh is complete, so a rank holds a
-//!   socket per other rank. Each rank checks its `RLIMIT_NOFILE` before
-//!   connecting, raises the soft limit up to the hard one if that is
-//!   enough, and otherwise fails at once naming the need.
+//! - **Open files** ([`files`]): a rank holds a socket per partner, but
+//!   rank 0 links to all and any rank may come to, so each rank checks its
+//!   `RLIMIT_NOFILE` against a link per rank before connecting, raises the
+//!   soft limit up to the hard one if that is enough, and otherwise fails
+//!   at once naming the need (as `mttlrun` does for the whole job before
+//!   starting it).
 //!
-//! Why every link is made at start-up, not when first needed (so start-up
-//! time and descriptors grow with N, not with the partners a rank talks
-//! to): the bootstrap's rule that each rank knows exactly whom to expect
-//! and refuses anyone else, and the port guard that refuses every
-//! connection after it, assume the set of links is fixed at start; lazy
-//! links would need the guard to admit authenticated peers for the job's
-//! life, and two ranks connecting to each other at once to settle on one
-//! link. `finish` says goodbye, and `recv_any` reports a lost peer, on
-//! every link: a peer never linked has neither. And a first message would
-//! pay a connection and a handshake on the hot path. That change is worth
-//! making past about a thousand ranks per job; below, the mesh costs
-//! 32,640 connections for 256 ranks (measured start-up: `npb --idle-secs`,
-//! `docs/benchmarks.md`).
+//! What lazy links cost: a pair's first message waits for a connection and
+//! a handshake (two round trips and an HMAC each way, well under a
+//! millisecond on one host), once per pair per job. A receive from a rank
+//! with no link asks for one (so a finished or dead peer is seen, as it is
+//! on a link), and a `recv_any` whose linked peers have all finished links
+//! to the rest for the same reason.
 
 mod auth;
 mod bootstrap;
-mod files;
+pub(crate) mod files;
 mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
+mod links;
 mod liveness;
 mod progress;
 mod sends;
@@ -95,12 +99,12 @@ use std::io;
 use std::time::Duration;
 
 use mio::net::TcpStream;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Poll, Waker};
 
-use self::frame::{FrameKind, FrameReader, Header, ReadError};
+use self::frame::{FrameReader, Header, ReadError};
+use self::links::Dial;
 use self::liveness::Liveness;
 use self::sends::OutFrame;
-use self::socket::set_send_buffer;
 use crate::comm::{Comm, Envelope, Message, Rank, Received, SendHandle, Tag};
 use crate::env::{self, Launch, TcpLaunch};
 use crate::error::{CommError, ErrorKind, Op};
@@ -118,7 +122,18 @@ pub struct TcpComm {
     spin: Duration,
     poll: Option<Poll>,
     events: Events,
+    /// `peers[r]`: the link to rank `r`, `None` for this rank and for a
+    /// rank with no link yet (`links`).
     peers: Vec<Option<Peer>>,
+    /// Where making a link stands, for each rank with none (`links`).
+    dials: Vec<Dial>,
+    /// How long a send waits for a link (`MTTL_CONNECT_TIMEOUT`).
+    connect_timeout: Duration,
+    /// The send buffer each link asks for (`MTTL_TCP_SNDBUF`).
+    send_buffer: Option<usize>,
+    /// Set once `finish` has said goodbye: a link made later gets one at
+    /// once.
+    finishing: bool,
     incoming: VecDeque<Message>,
     /// The first peer lost without a goodbye: reported by probe/recv_any.
     lost: Option<(Rank, PeerState)>,
@@ -178,10 +193,11 @@ enum PeerState {
 impl TcpComm {
     /// A job of one rank: no network, only self-sends.
     pub fn single() -> Result<Self, CommError> {
-        Self::with_links(0, 1, Vec::new(), None)
+        Self::with_links(0, 1, None, Vec::new(), None)
     }
 
-    /// Joins the job described by `launch`: bootstrap, then the mesh.
+    /// Joins the job described by `launch`: the rendezvous, after which
+    /// links are made when first needed.
     pub fn connect(launch: &TcpLaunch) -> Result<Self, CommError> {
         if launch.size == 1 {
             return Self::single();
@@ -190,74 +206,34 @@ impl TcpComm {
         super::malloc::keep_freed_memory();
         files::ensure(launch.size).map_err(|e| err(ErrorKind::Environment(e)))?;
         let timeout = env::connect_timeout()?;
+        let poll = Poll::new().map_err(|e| err(ErrorKind::Io(e)))?;
+        let waker = Waker::new(poll.registry(), links::WAKE).map_err(|e| err(ErrorKind::Io(e)))?;
         let (links, guard) =
-            bootstrap::connect_mesh(launch, timeout).map_err(|e| err(ErrorKind::Bootstrap(e)))?;
-        Self::with_links(launch.rank, launch.size, links, Some(guard))
+            bootstrap::join(launch, timeout, waker).map_err(|e| err(ErrorKind::Bootstrap(e)))?;
+        Self::with_links(launch.rank, launch.size, Some(poll), links, Some(guard))
     }
 
+    /// The rank with the links it has at start-up, `poll` being the one
+    /// the link thread's waker wakes (a job of more than one rank).
     fn with_links(
         rank: Rank,
         size: usize,
+        poll: Option<Poll>,
         links: bootstrap::Links,
         guard: Option<bootstrap::Guard>,
     ) -> Result<Self, CommError> {
-        let err = |kind| CommError::new(Some(rank), Op::Init, kind);
-        let max_len = env::max_message()?;
-        let spin = env::spin_time()?;
-        let send_buffer = env::tcp_send_buffer()?;
-        let liveness = Liveness::new(env::link_timeout()?);
-        let (poll, peers) = if size > 1 {
-            let poll = Poll::new().map_err(|e| err(ErrorKind::Io(e)))?;
-            let mut peers = Vec::with_capacity(size);
-            for (r, link) in links.into_iter().enumerate() {
-                let Some(link) = link else {
-                    peers.push(None);
-                    continue;
-                };
-                link.set_nonblocking(true)
-                    .map_err(|e| err(ErrorKind::Io(e)))?;
-                if let Some(bytes) = send_buffer {
-                    set_send_buffer(&link, bytes).map_err(|e| err(ErrorKind::Io(e)))?;
-                }
-                let watched = !liveness::same_host(&link);
-                if watched {
-                    socket2::SockRef::from(&link)
-                        .set_tcp_keepalive(&liveness.keepalive(rank, r))
-                        .map_err(|e| err(ErrorKind::Io(e)))?;
-                }
-                let mut stream = TcpStream::from_std(link);
-                poll.registry()
-                    .register(
-                        &mut stream,
-                        Token(r),
-                        Interest::READABLE | Interest::WRITABLE,
-                    )
-                    .map_err(|e| err(ErrorKind::Io(e)))?;
-                let mut reader = FrameReader::new(max_len);
-                reader.pause_large();
-                peers.push(Some(Peer {
-                    stream,
-                    reader,
-                    out: VecDeque::new(),
-                    next_seq: 0,
-                    done_seq: 0,
-                    read_at_seq: 0,
-                    state: PeerState::Open,
-                    watched,
-                }));
-            }
-            (Some(poll), peers)
-        } else {
-            (None, vec![None])
-        };
-        Ok(TcpComm {
+        let mut comm = TcpComm {
             rank,
             size,
-            max_len,
-            spin,
+            max_len: env::max_message()?,
+            spin: env::spin_time()?,
             poll,
             events: Events::with_capacity(64),
-            peers,
+            peers: (0..size).map(|_| None).collect(),
+            dials: vec![Dial::Idle; size],
+            connect_timeout: env::connect_timeout()?,
+            send_buffer: env::tcp_send_buffer()?,
+            finishing: false,
             incoming: VecDeque::new(),
             lost: None,
             paused: Vec::new(),
@@ -267,9 +243,20 @@ impl TcpComm {
             hold_paused: false,
             self_seq: 0,
             guard,
-            liveness,
+            liveness: Liveness::new(env::link_timeout()?),
             empty_polls: 0,
-        })
+        };
+        for (r, link) in links.into_iter().enumerate() {
+            if let Some(link) = link {
+                comm.install_link(r, link).map_err(|why| {
+                    comm.error(
+                        Op::Init,
+                        ErrorKind::Bootstrap(format!("the link to rank {r}: {why}")),
+                    )
+                })?;
+            }
+        }
+        Ok(comm)
     }
 
     fn error(&self, op: Op, kind: ErrorKind) -> CommError {
@@ -325,12 +312,13 @@ impl TcpComm {
         Ok(())
     }
 
-    /// The peer `dest`, if it can still be sent to.
+    /// The peer `dest`, if it has a link that can still be sent on.
     fn open_peer(&mut self, op: Op, dest: Rank) -> Result<&mut Peer, CommError> {
+        self.dial_failure(op, dest)?;
         let state = match &self.peers[dest] {
             Some(p) if p.state == PeerState::Open => None,
             Some(p) => Some(p.state.clone()),
-            None => Some(PeerState::Lost("no link".into())),
+            None => Some(PeerState::Lost("no link to it was made".into())),
         };
         if let Some(s) = state {
             return Err(self.state_error(op, dest, &s));
@@ -377,43 +365,62 @@ impl Comm for TcpComm {
         self.max_len
     }
 
+    /// The goodbye protocol, on the links this rank has (a peer it never
+    /// linked to has nothing in flight to it, and learns it finished when
+    /// a link to it is refused):
+    ///
+    /// 1. Flush every outgoing FIFO.
+    /// 2. Say goodbye and half-close on every link; a link made to this
+    ///    rank from now on gets its goodbye at once (`links`, rule 5).
+    /// 3. Read until every linked peer has said goodbye and closed, and no
+    ///    link this rank asked for is still on its way.
+    /// 4. Stop the link thread (later connections are refused by the
+    ///    kernel), take the links it made before it stopped, and read on
+    ///    until they close too.
     fn finish(mut self) -> Result<(), CommError> {
         let op = Op::Finish;
-        // 1. Flush every outgoing FIFO.
+        // 1.
         let flushed = self.wait_until(op, Some(FINISH_TIMEOUT), None, |c| {
             Ok(c.peers.iter().flatten().all(|p| {
                 p.out.is_empty() || !matches!(p.state, PeerState::Open | PeerState::SaidGoodbye)
             }))
         })?;
-        // 2. Say goodbye and half-close.
-        let bye = Header {
-            kind: FrameKind::Goodbye,
-            tag: 0,
-            len: 0,
-            bulk: false,
-        }
-        .encode();
-        for r in 0..self.size {
-            let open = matches!(
-                self.peers[r].as_ref().map(|p| &p.state),
-                Some(PeerState::Open | PeerState::SaidGoodbye)
-            );
-            if open {
-                // A peer that is gone cannot be told; that is not our error.
-                let _ = self.write_direct(op, r, &bye, &[]);
-                if let Some(p) = &self.peers[r] {
-                    let _ = p.stream.shutdown(std::net::Shutdown::Write);
-                }
+        // 2.
+        let linked: Vec<Rank> = (0..self.size)
+            .filter(|&r| {
+                matches!(
+                    self.peers[r].as_ref().map(|p| &p.state),
+                    Some(PeerState::Open | PeerState::SaidGoodbye)
+                )
+            })
+            .collect();
+        self.finishing = true;
+        let bye = Header::goodbye().encode();
+        for r in linked {
+            // A peer that is gone cannot be told; that is not our error.
+            let _ = self.write_direct(op, r, &bye, &[]);
+            if let Some(p) = &self.peers[r] {
+                let _ = p.stream.shutdown(std::net::Shutdown::Write);
             }
         }
-        // 3. Read until every peer has said goodbye and closed.
+        // 3.
         let before = self.incoming.len();
-        let all_closed = self.wait_until(op, Some(FINISH_TIMEOUT), None, |c| {
+        let all_closed = |c: &mut Self| {
             Ok(c.peers
                 .iter()
                 .flatten()
                 .all(|p| !matches!(p.state, PeerState::Open | PeerState::SaidGoodbye)))
+        };
+        let mut closed = self.wait_until(op, Some(FINISH_TIMEOUT), None, |c| {
+            Ok(all_closed(c)? && !c.links_on_their_way())
         })?;
+        // 4.
+        if let Some(g) = &mut self.guard {
+            g.stop();
+        }
+        if self.take_links() > 0 {
+            closed = self.wait_until(op, Some(FINISH_TIMEOUT), None, all_closed)?;
+        }
         let late = self.incoming.len() - before;
         if late > 0 {
             eprintln!(
@@ -421,16 +428,13 @@ impl Comm for TcpComm {
                 self.rank
             );
         }
-        if let Some(g) = &mut self.guard {
-            g.stop();
-        }
-        if !flushed || !all_closed {
+        if !flushed || !closed {
             let waiting: Vec<Rank> = (0..self.size)
                 .filter(|&r| {
                     matches!(
                         self.peers[r].as_ref().map(|p| &p.state),
                         Some(PeerState::Open | PeerState::SaidGoodbye)
-                    )
+                    ) || (self.peers[r].is_none() && self.dials[r] == Dial::Asked)
                 })
                 .collect();
             return Err(self.error(
@@ -508,9 +512,15 @@ impl Comm for TcpComm {
                 return Ok(true);
             }
             if source != c.rank {
-                if let Some(p) = &c.peers[source] {
-                    if p.state != PeerState::Open {
+                match &c.peers[source] {
+                    Some(p) if p.state != PeerState::Open => {
                         return Err(c.state_error(op, source, &p.state.clone()));
+                    }
+                    Some(_) => {}
+                    None => {
+                        // `links`, rule 2.
+                        c.ask_link(source);
+                        c.dial_failure(op, source)?;
                     }
                 }
             }
@@ -532,6 +542,15 @@ impl Comm for TcpComm {
                 return Ok(true);
             }
             c.take_lost(op)?;
+            if c.size > 1 && !c.anyone_linked_left() {
+                // Only peers with no link could still send: link to them,
+                // so that those that have finished (refusing the link) or
+                // finish (saying goodbye on it) are known, instead of
+                // waiting for them for ever.
+                for r in 0..c.size {
+                    c.ask_link(r);
+                }
+            }
             if c.size > 1 && !c.anyone_left() {
                 return Err(c.error(
                     op,
@@ -588,7 +607,11 @@ impl CommTuning for TcpComm {
                     return Ok(true);
                 }
                 let Some(peer) = c.peers.get(source).and_then(Option::as_ref) else {
-                    // This rank itself: what it sends itself is in `incoming`.
+                    // This rank itself (what it sends itself is in
+                    // `incoming`), or a peer with no link yet (`links`,
+                    // rule 2).
+                    c.ask_link(source);
+                    c.dial_failure(op, source)?;
                     return Ok(false);
                 };
                 if peer.state != PeerState::Open {

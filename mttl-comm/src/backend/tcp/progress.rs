@@ -70,6 +70,10 @@ impl TcpComm {
         let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
         let mut n = 0;
         for ev in events.iter() {
+            if ev.token() == super::links::WAKE {
+                n += 1;
+                continue;
+            }
             let r = ev.token().0;
             let closed = ev.is_read_closed() || ev.is_error();
             if ev.is_readable() || closed {
@@ -81,6 +85,10 @@ impl TcpComm {
             n += 1;
         }
         self.events = events;
+        // Links the link thread made (it wakes the poll for each, but one
+        // wake-up may stand for several, and a look that missed it still
+        // takes them).
+        n += self.take_links();
         if n + resumed == 0 {
             // A caller polling without parking (a loop of `probe` or
             // `send_done`) looks at the links now and then too.
@@ -379,8 +387,19 @@ impl TcpComm {
         }
     }
 
-    /// Whether any peer could still send us something.
+    /// Whether any peer could still send us something: one with an open
+    /// link, or one with no link that could still make one.
     pub(super) fn anyone_left(&self) -> bool {
+        self.anyone_linked_left()
+            || (0..self.size).any(|r| {
+                r != self.rank
+                    && self.peers[r].is_none()
+                    && !matches!(self.dials[r], super::links::Dial::Failed(_))
+            })
+    }
+
+    /// Whether any peer with a link could still send us something.
+    pub(super) fn anyone_linked_left(&self) -> bool {
         self.peers
             .iter()
             .flatten()

@@ -245,6 +245,7 @@ impl TcpComm {
             });
             return Ok(());
         }
+        self.ensure_link(op, dest)?;
         // Keep call order: earlier non-blocking sends go first.
         if !self.open_peer(op, dest)?.out.is_empty() {
             self.flush_peer(dest);
@@ -279,6 +280,10 @@ impl TcpComm {
                 seq: self.self_seq,
             });
         }
+        // A first send waits for its link (`links`, rule 1): queueing
+        // frames for a link that may never come would turn a finished
+        // peer into a hang at the next `send_done`.
+        self.ensure_link(op, dest)?;
         let header = Header::data(tag, data.len(), bulk).encode();
         let peer = self.open_peer(op, dest)?;
         let seq = peer.next_seq;
