@@ -9,6 +9,7 @@
 //! [`lab`] for what `up` makes and how `down` finds it, [`link`] for the
 //! link model, [`wire`] for the forwarder, [`check`] for the faithfulness
 //! check and [`rsh`] for launching across hosts with `mttlrun`.
+#![cfg(target_os = "linux")]
 
 pub mod check;
 mod error;

@@ -3,6 +3,7 @@
 //! test` cannot assume, so each test is `#[ignore]`d; CI (root) runs them
 //! with `--ignored`. The lab's names are fixed (`mttl-h*`, `mttl-wire`), so
 //! the tests take turns, and refuse to start over a lab someone else has up.
+#![cfg(target_os = "linux")]
 
 use std::process::{Command, Output};
 use std::sync::Mutex;
