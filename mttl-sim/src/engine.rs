@@ -25,9 +25,9 @@
 //!    sender's CPU and NIC (the indices the receive names) are moved up to t.
 //!    Not found: it is appended to the posted-receive queue.
 //! 4. **message** at the receiver, using the CPU and NIC indices of the send:
-//!    if `max(nexto[c], nextgr[n]) > t`, retry then. Otherwise `nexto[c] = t
-//!    + o + max((s-1)·O, (s-1)·G)` and `nextgr[n] = t + g + (s-1)·G`; the
-//!    message then matches the first fitting posted receive (which is done;
+//!    if `max(nexto[c], nextgr[n]) > t`, retry then. Otherwise
+//!    `nexto[c] = t + o + max((s-1)·O, (s-1)·G)` and
+//!    `nextgr[n] = t + g + (s-1)·G`; the message then matches the first fitting posted receive (which is done;
 //!    a rendezvous send is done and its sender's clocks moved up to t) or is
 //!    appended to the unexpected queue.
 //! 5. After each event, every rank that had an operation start or finish

@@ -31,4 +31,4 @@ mod tie_order;
 
 pub use engine::{simulate, Blocked, Deadlock, Params, RankTimes, Report};
 pub use error::{InputError, SimError};
-pub use schedule::{Op, OpId, OpKind, Schedule, ScheduleBuilder};
+pub use schedule::{DepKind, NewOp, Op, OpId, OpKind, Schedule, ScheduleBuilder};

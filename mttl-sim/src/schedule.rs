@@ -68,6 +68,23 @@ pub struct Op {
     pub nic: u8,
 }
 
+/// An operation as a parser states it (its rank is the block being built).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewOp {
+    /// Send, recv or calc.
+    pub kind: OpKind,
+    /// Bytes, or nanoseconds for calc.
+    pub size: u64,
+    /// Destination or source rank (`ANY_SOURCE` allowed on a receive).
+    pub peer: u32,
+    /// Tag (`ANY_TAG` allowed).
+    pub tag: u32,
+    /// CPU index.
+    pub cpu: u8,
+    /// NIC index.
+    pub nic: u8,
+}
+
 /// How a dependency orders two operations of one rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DepKind {
@@ -217,17 +234,17 @@ impl ScheduleBuilder {
         Ok(())
     }
 
-    /// Adds an operation to the current rank; returns its index in the rank.
-    pub fn add_op(
-        &mut self,
-        kind: OpKind,
-        size: u64,
-        peer: u32,
-        tag: u32,
-        cpu: u8,
-        nic: u8,
-        line: u32,
-    ) -> Result<u32, InputError> {
+    /// Adds an operation, stated at `line`, to the current rank; returns its
+    /// index in the rank.
+    pub fn add_op(&mut self, op: NewOp, line: u32) -> Result<u32, InputError> {
+        let NewOp {
+            kind,
+            size,
+            peer,
+            tag,
+            cpu,
+            nic,
+        } = op;
         let Some(rank) = self.current else {
             return Err(self.err(line, "operation outside a `rank N { ... }` block".into()));
         };

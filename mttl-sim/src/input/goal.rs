@@ -26,7 +26,7 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 
 use crate::error::InputError;
-use crate::schedule::{DepKind, OpKind, Schedule, ScheduleBuilder, ANY_SOURCE, ANY_TAG};
+use crate::schedule::{DepKind, NewOp, OpKind, Schedule, ScheduleBuilder, ANY_SOURCE, ANY_TAG};
 
 /// Parses GOAL `text` read from `file` (the name is used in messages only).
 pub fn parse(file: &Path, text: &[u8]) -> Result<Schedule, InputError> {
@@ -368,9 +368,15 @@ impl<'a> Parser<'a> {
                 }
                 (t, l) => return Err(self.expected("`cpu` or the end of the statement", t, l)),
             }
-            return self
-                .builder(line)?
-                .add_op(OpKind::Calc, size, 0, 0, cpu, 0, line);
+            let op = NewOp {
+                kind: OpKind::Calc,
+                size,
+                peer: 0,
+                tag: 0,
+                cpu,
+                nic: 0,
+            };
+            return self.builder(line)?.add_op(op, line);
         }
         let (op_kind, dir) = if kind == "send" {
             (OpKind::Send, "to")
@@ -419,7 +425,14 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        self.builder(line)?
-            .add_op(op_kind, size, peer, tag, cpu, nic, line)
+        let op = NewOp {
+            kind: op_kind,
+            size,
+            peer,
+            tag,
+            cpu,
+            nic,
+        };
+        self.builder(line)?.add_op(op, line)
     }
 }
