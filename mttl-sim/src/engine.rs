@@ -3,7 +3,7 @@
 //! Each rank has `ncpus` CPUs and `nnics` NICs; each CPU has a time `nexto`
 //! at which it is next free (it pays `o` and `O`), each NIC the times
 //! `nextgs`/`nextgr` at which it may next send/receive (it pays `g` and `G`).
-//! Events are kept in one binary heap ordered by (time, issue number), the
+//! Events are kept in one heap ordered by (time, issue number), the
 //! issue number growing by one for every operation issued and every message
 //! sent, so that events at the same time run in the order they were created.
 //!
@@ -39,10 +39,9 @@
 //! when the heap is empty; operations left undone or queues left non-empty
 //! are a deadlock, reported with what is blocked.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use std::time::Instant;
 
+use crate::event_queue::{Event, EventQueue};
 use crate::schedule::{OpId, OpKind, Schedule, ANY_SOURCE, ANY_TAG};
 use crate::tie_order::sort_by_key_like_gnu;
 
@@ -129,33 +128,6 @@ pub struct Report {
     pub deadlock: Option<Deadlock>,
 }
 
-/// A heap entry: an operation to try, or a message arriving.
-#[derive(Clone, Copy, Debug)]
-struct Event {
-    time: u64,
-    seq: u64,
-    op: OpId,
-    is_msg: bool,
-}
-
-impl PartialEq for Event {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Event {
-    /// Reversed, so that the max-heap pops the earliest (time, seq) first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.time, other.seq).cmp(&(self.time, self.seq))
-    }
-}
-
 /// A posted receive or an unexpected message.
 #[derive(Clone, Copy, Debug)]
 struct QueueEntry {
@@ -185,7 +157,7 @@ struct Engine<'a> {
     p: Params,
     ncpus: usize,
     nnics: usize,
-    heap: BinaryHeap<Event>,
+    heap: EventQueue,
     seq: u64,
     /// Unsatisfied dependencies per operation.
     pending: Vec<u32>,
@@ -211,7 +183,7 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
         p: *p,
         ncpus,
         nnics,
-        heap: BinaryHeap::with_capacity(n * 2),
+        heap: EventQueue::with_capacity(n * 2),
         seq: 0,
         pending: s.dep_counts().to_vec(),
         done: vec![NOT_DONE; s.num_ops()],

@@ -20,11 +20,12 @@
 //! ```
 //!
 //! Layout: [`schedule`] is the in-memory schedule every [`input`] format
-//! builds; [`engine`] runs it; `tie_order` reproduces the reference's issue
+//! builds; [`engine`] runs it on an `event_queue`; `tie_order` reproduces the reference's issue
 //! order among simultaneous operations.
 
 pub mod engine;
 pub mod error;
+mod event_queue;
 pub mod input;
 pub mod schedule;
 mod tie_order;

@@ -237,6 +237,9 @@ impl<'a> Parser<'a> {
 
     fn run(mut self) -> Result<Schedule, InputError> {
         let mut block: Option<Block<'a>> = None;
+        // One label table for all blocks, emptied between them, so that its
+        // storage is allocated once rather than grown again for every rank.
+        let mut spare_labels = FxHashMap::default();
         loop {
             let (tok, line) = self.lex.next()?;
             match tok {
@@ -273,14 +276,15 @@ impl<'a> Parser<'a> {
                         (t, l) => return Err(self.expected("`{`", t, l)),
                     }
                     self.builder(line)?.begin_rank(r, line)?;
-                    block = Some(Block {
-                        labels: FxHashMap::default(),
-                    });
+                    let mut labels = std::mem::take(&mut spare_labels);
+                    labels.clear();
+                    block = Some(Block { labels });
                 }
                 Tok::Close => {
-                    if block.take().is_none() {
+                    let Some(b) = block.take() else {
                         return Err(self.err(line, "`}` without an open rank block".into()));
-                    }
+                    };
+                    spare_labels = b.labels;
                     self.builder(line)?.end_rank();
                 }
                 Tok::Word(w @ ("send" | "recv" | "calc")) => {
