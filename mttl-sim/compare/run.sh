@@ -121,7 +121,7 @@ if [ "${1:-}" != quick ]; then
   speed dissemination 32768 8
   speed dissemination 131072 8
   speed binomialtreebcast 262144 8
-  speed binarytreebcast 262144 8
+  speed binarytreebcast 32768 8
   speed linear_alltoall 256 8
 fi
 [ "$diff" -eq 0 ]

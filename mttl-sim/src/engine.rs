@@ -167,8 +167,11 @@ struct Engine<'a> {
     nextgr: Vec<u64>,
     posted: Vec<Vec<QueueEntry>>,
     unexpected: Vec<Vec<QueueEntry>>,
-    /// Per rank, operations that became executable and are not yet issued.
-    ready: Vec<Vec<OpId>>,
+    /// Operations that became executable during the current event, in the
+    /// order they did (all belong to ranks in `touched`).
+    ready: Vec<OpId>,
+    /// One rank's share of `ready`, being issued.
+    batch: Vec<OpId>,
     /// Ranks to issue from after the current event (at most three).
     touched: Vec<u32>,
     times: Vec<RankTimes>,
@@ -192,7 +195,8 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
         nextgr: vec![0; n * nnics],
         posted: vec![Vec::new(); n],
         unexpected: vec![Vec::new(); n],
-        ready: vec![Vec::new(); n],
+        ready: Vec::new(),
+        batch: Vec::new(),
         touched: Vec::with_capacity(4),
         times: vec![RankTimes::default(); n],
     };
@@ -200,10 +204,11 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
     for r in 0..n {
         for id in s.rank_ops(r) {
             if e.pending[id as usize] == 0 {
-                e.ready[r].push(id);
+                e.ready.push(id);
             }
         }
         e.issue(r as u32);
+        e.ready.clear();
     }
     while let Some(ev) = e.heap.pop() {
         e.step(ev);
@@ -214,6 +219,7 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
             e.issue(r);
         }
         e.touched.clear();
+        e.ready.clear();
     }
     let seconds = start.elapsed().as_secs_f64();
     e.finish(seconds)
@@ -232,8 +238,10 @@ impl Engine<'_> {
 
     /// Issues rank `r`'s newly executable operations (rule 5).
     fn issue(&mut self, r: u32) {
-        let mut ready = std::mem::take(&mut self.ready[r as usize]);
         let s = self.s;
+        let mut ready = std::mem::take(&mut self.batch);
+        ready.clear();
+        ready.extend(self.ready.iter().filter(|&&id| s.op(id).rank == r));
         sort_by_key_like_gnu(&mut ready, |&id| s.op(id).kind);
         for &id in &ready {
             let op = s.op(id);
@@ -250,8 +258,7 @@ impl Engine<'_> {
             });
             self.seq += 1;
         }
-        ready.clear();
-        self.ready[r as usize] = ready;
+        self.batch = ready;
     }
 
     fn started(&mut self, id: OpId) {
@@ -274,8 +281,7 @@ impl Engine<'_> {
         let c = &mut self.pending[d as usize];
         *c -= 1;
         if *c == 0 {
-            let r = self.s.op(d).rank;
-            self.ready[r as usize].push(d);
+            self.ready.push(d);
         }
     }
 

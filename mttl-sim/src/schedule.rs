@@ -175,17 +175,20 @@ impl Schedule {
 pub struct ScheduleBuilder {
     source: PathBuf,
     num_ranks: u32,
-    /// Per rank, the block's operations and dependencies as given.
-    ranks: Vec<Option<RankBlock>>,
+    /// All operations, block after block in the order the input gave them.
+    ops: Vec<Op>,
+    /// All dependencies as (dependent, prerequisite, kind), indices into
+    /// `ops`, in input order.
+    deps: Vec<(u32, u32, DepKind)>,
+    /// Per rank, its block: the range of `ops` and the header's line.
+    blocks: Vec<Option<Block>>,
     current: Option<u32>,
 }
 
-#[derive(Debug, Default)]
-struct RankBlock {
-    ops: Vec<Op>,
-    /// (dependent, prerequisite, kind), local indices, in input order.
-    deps: Vec<(u32, u32, DepKind, u32)>,
-    /// Line of the rank header.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    start: u32,
+    end: u32,
     line: u32,
 }
 
@@ -195,7 +198,9 @@ impl ScheduleBuilder {
         ScheduleBuilder {
             source: source.into(),
             num_ranks,
-            ranks: (0..num_ranks).map(|_| None).collect(),
+            ops: Vec::new(),
+            deps: Vec::new(),
+            blocks: vec![None; num_ranks as usize],
             current: None,
         }
     }
@@ -220,15 +225,17 @@ impl ScheduleBuilder {
                 ),
             ));
         }
-        if let Some(b) = &self.ranks[rank as usize] {
+        if let Some(b) = &self.blocks[rank as usize] {
             return Err(self.err(
                 line,
                 format!("rank {rank} already has a block (line {})", b.line),
             ));
         }
-        self.ranks[rank as usize] = Some(RankBlock {
+        let at = self.ops.len() as u32;
+        self.blocks[rank as usize] = Some(Block {
+            start: at,
+            end: at,
             line,
-            ..RankBlock::default()
         });
         self.current = Some(rank);
         Ok(())
@@ -269,12 +276,11 @@ impl ScheduleBuilder {
             }
             _ => {}
         }
-        let block = self.ranks[rank as usize]
-            .as_mut()
-            .expect("current block exists");
-        let idx = u32::try_from(block.ops.len())
-            .map_err(|_| InputError::new(&self.source, line, "too many operations".into()))?;
-        block.ops.push(Op {
+        // Ids must stay below u32::MAX, which marks "none" in places.
+        if self.ops.len() >= (u32::MAX - 1) as usize {
+            return Err(self.err(line, "too many operations for the simulator".into()));
+        }
+        self.ops.push(Op {
             size,
             peer,
             tag,
@@ -284,7 +290,11 @@ impl ScheduleBuilder {
             cpu,
             nic,
         });
-        Ok(idx)
+        let block = self.blocks[rank as usize]
+            .as_mut()
+            .expect("the current rank has a block");
+        block.end = self.ops.len() as u32;
+        Ok(block.end - 1 - block.start)
     }
 
     /// States that `dependent` (an index of the current rank) waits for `prerequisite`.
@@ -298,17 +308,16 @@ impl ScheduleBuilder {
         let Some(rank) = self.current else {
             return Err(self.err(line, "dependency outside a `rank N { ... }` block".into()));
         };
-        let block = self.ranks[rank as usize]
-            .as_mut()
-            .expect("current block exists");
-        let n = block.ops.len() as u32;
+        let b = self.blocks[rank as usize].expect("the current rank has a block");
+        let n = b.end - b.start;
         if dependent >= n || prerequisite >= n {
             return Err(self.err(
                 line,
                 "dependency names an operation that does not exist".into(),
             ));
         }
-        block.deps.push((dependent, prerequisite, kind, line));
+        self.deps
+            .push((b.start + dependent, b.start + prerequisite, kind));
         Ok(())
     }
 
@@ -320,7 +329,7 @@ impl ScheduleBuilder {
     /// Checks completeness and acyclicity and lays the schedule out.
     pub fn finish(self) -> Result<Schedule, InputError> {
         let missing: Vec<u32> = (0..self.num_ranks)
-            .filter(|&r| self.ranks[r as usize].is_none())
+            .filter(|&r| self.blocks[r as usize].is_none())
             .collect();
         if !missing.is_empty() {
             let shown: Vec<String> = missing.iter().take(10).map(|r| r.to_string()).collect();
@@ -335,60 +344,80 @@ impl ScheduleBuilder {
                 ),
             ));
         }
-        let total: usize = self.ranks.iter().flatten().map(|b| b.ops.len()).sum();
-        if total >= u32::MAX as usize {
-            return Err(self.err(
-                0,
-                format!("{total} operations exceed the simulator's limit"),
-            ));
+        let ScheduleBuilder {
+            source,
+            mut ops,
+            mut deps,
+            blocks,
+            ..
+        } = self;
+        let blocks: Vec<Block> = blocks.into_iter().flatten().collect();
+        let total = ops.len();
+        // Blocks given out of rank order: renumber so that ranks are contiguous
+        // in rank order (a stable move, so input order within a rank stays).
+        let in_order = blocks
+            .iter()
+            .scan(0u32, |next, b| {
+                let ok = b.start == *next;
+                *next = b.end;
+                Some(ok)
+            })
+            .all(|ok| ok);
+        if !in_order {
+            let mut new_id = vec![0u32; total];
+            let mut reordered = Vec::with_capacity(total);
+            for b in &blocks {
+                for old in b.start..b.end {
+                    new_id[old as usize] = reordered.len() as u32;
+                    reordered.push(ops[old as usize]);
+                }
+            }
+            ops = reordered;
+            for d in &mut deps {
+                d.0 = new_id[d.0 as usize];
+                d.1 = new_id[d.1 as usize];
+            }
         }
-        let mut ops = Vec::with_capacity(total);
-        let mut rank_start = Vec::with_capacity(self.ranks.len() + 1);
+        let mut rank_start = Vec::with_capacity(blocks.len() + 1);
+        let mut at = 0u32;
+        for b in &blocks {
+            rank_start.push(at);
+            at += b.end - b.start;
+        }
+        rank_start.push(at);
+        let ncpus = ops.iter().map(|o| o.cpu as usize + 1).max().unwrap_or(1);
+        let nnics = ops.iter().map(|o| o.nic as usize + 1).max().unwrap_or(1);
+        // Compressed rows: count, prefix-sum, then place in input order.
         let mut dep_count = vec![0u32; total];
         let mut done_row = vec![0u32; total + 1];
         let mut start_row = vec![0u32; total + 1];
-        let (mut ncpus, mut nnics) = (1usize, 1usize);
-        // First pass: offsets, and the number of dependents of each operation.
-        for block in self.ranks.iter().flatten() {
-            let base = ops.len() as u32;
-            rank_start.push(base);
-            for op in &block.ops {
-                ncpus = ncpus.max(op.cpu as usize + 1);
-                nnics = nnics.max(op.nic as usize + 1);
-            }
-            ops.extend_from_slice(&block.ops);
-            for &(dependent, pre, kind, _) in &block.deps {
-                dep_count[(base + dependent) as usize] += 1;
-                match kind {
-                    DepKind::Requires => done_row[(base + pre) as usize + 1] += 1,
-                    DepKind::IRequires => start_row[(base + pre) as usize + 1] += 1,
-                }
+        for &(dependent, pre, kind) in &deps {
+            dep_count[dependent as usize] += 1;
+            match kind {
+                DepKind::Requires => done_row[pre as usize + 1] += 1,
+                DepKind::IRequires => start_row[pre as usize + 1] += 1,
             }
         }
-        rank_start.push(ops.len() as u32);
         for i in 0..total {
             done_row[i + 1] += done_row[i];
             start_row[i + 1] += start_row[i];
         }
-        // Second pass: place dependents, keeping input order within a row.
         let mut done_dep = vec![0; done_row[total] as usize];
         let mut start_dep = vec![0; start_row[total] as usize];
         let mut done_fill = done_row.clone();
         let mut start_fill = start_row.clone();
-        for (r, block) in self.ranks.iter().flatten().enumerate() {
-            let base = rank_start[r];
-            for &(dependent, pre, kind, _) in &block.deps {
-                let (fill, list) = match kind {
-                    DepKind::Requires => (&mut done_fill, &mut done_dep),
-                    DepKind::IRequires => (&mut start_fill, &mut start_dep),
-                };
-                let slot = &mut fill[(base + pre) as usize];
-                list[*slot as usize] = base + dependent;
-                *slot += 1;
-            }
+        for &(dependent, pre, kind) in &deps {
+            let (fill, list) = match kind {
+                DepKind::Requires => (&mut done_fill, &mut done_dep),
+                DepKind::IRequires => (&mut start_fill, &mut start_dep),
+            };
+            let slot = &mut fill[pre as usize];
+            list[*slot as usize] = dependent;
+            *slot += 1;
         }
+        drop(deps);
         let sched = Schedule {
-            source: self.source.clone(),
+            source,
             ops,
             rank_start,
             dep_count,

@@ -202,3 +202,13 @@ fn one_line_form_with_semicolons() {
     // The calc runs after the receive is handled: 134 + 100.
     assert_eq!(finish(&run(text, P)), vec![17, 234]);
 }
+
+#[test]
+fn rank_blocks_in_any_order() {
+    // The ping-pong with rank 1's block first: operations are renumbered
+    // rank by rank, dependencies follow, and the times are the same.
+    let text = "num_ranks 2\n\
+                rank 1 {\nr: recv 8b from 0 tag 0\ns: send 8b to 0 tag 0\ns requires r\n}\n\
+                rank 0 {\ns: send 8b to 1 tag 0\nr: recv 8b from 1 tag 0\nr requires s\n}\n";
+    assert_eq!(finish(&run(text, P)), vec![268, 151]);
+}
