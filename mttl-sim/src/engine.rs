@@ -35,15 +35,19 @@
 //!    calc; ties as [`crate::tie_order`] explains), calc and recv at
 //!    `nexto[c]`, send at `max(nexto[c], nextgs[n])`.
 //!
+//! Retries are not queued one by one; [`crate::waiting`] explains how they
+//! are grouped without changing the order.
+//!
 //! A rank's finish time is the largest `nexto` of its CPUs. The run ends
 //! when the heap is empty; operations left undone or queues left non-empty
 //! are a deadlock, reported with what is blocked.
 
 use std::time::Instant;
 
-use crate::event_queue::{Event, EventQueue};
+use crate::event_queue::{Event, EventKind, EventQueue};
 use crate::schedule::{OpId, OpKind, Schedule, ANY_SOURCE, ANY_TAG};
 use crate::tie_order::sort_by_key_like_gnu;
+use crate::waiting::{Signature, Waiting};
 
 /// The LogGOPS parameters, in nanoseconds (per byte for `big_g`, `big_o`).
 ///
@@ -158,6 +162,8 @@ struct Engine<'a> {
     ncpus: usize,
     nnics: usize,
     heap: EventQueue,
+    /// Events whose resources were busy (the retries of rules 1, 2 and 4).
+    waiting: Waiting,
     seq: u64,
     /// Unsatisfied dependencies per operation.
     pending: Vec<u32>,
@@ -187,6 +193,7 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
         ncpus,
         nnics,
         heap: EventQueue::with_capacity(n * 2),
+        waiting: Waiting::default(),
         seq: 0,
         pending: s.dep_counts().to_vec(),
         done: vec![NOT_DONE; s.num_ops()],
@@ -211,7 +218,20 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
         e.ready.clear();
     }
     while let Some(ev) = e.heap.pop() {
-        e.step(ev);
+        match ev.kind {
+            EventKind::Waiting => e.run_waiting(ev),
+            EventKind::Op | EventKind::Msg => {
+                let free = e.free_at(&ev);
+                if free > ev.time {
+                    let sig = e.signature(&ev);
+                    if let Some(key) = e.waiting.park(ev, sig, free) {
+                        e.heap.push(key);
+                    }
+                    continue;
+                }
+                e.step(ev);
+            }
+        }
         e.touched.sort_unstable();
         e.touched.dedup();
         for i in 0..e.touched.len() {
@@ -254,7 +274,7 @@ impl Engine<'_> {
                 time,
                 seq: self.seq,
                 op: id,
-                is_msg: false,
+                kind: EventKind::Op,
             });
             self.seq += 1;
         }
@@ -285,9 +305,61 @@ impl Engine<'_> {
         }
     }
 
-    fn retry(&mut self, mut ev: Event, at: u64) {
-        ev.time = at;
-        self.heap.push(ev);
+    /// When the resources `ev` needs are next free (rules 1, 2, 4: the CPU
+    /// for a calc, CPU and sending NIC for a send, the receiver's CPU and
+    /// receiving NIC, at the send's indices, for a message; a receive needs
+    /// none).
+    #[inline]
+    fn free_at(&self, ev: &Event) -> u64 {
+        let op = self.s.op(ev.op);
+        if ev.kind == EventKind::Msg {
+            let h = op.peer;
+            return self.nexto[self.cpu(h, op.cpu)].max(self.nextgr[self.nic(h, op.nic)]);
+        }
+        let r = op.rank;
+        match op.kind {
+            OpKind::Calc => self.nexto[self.cpu(r, op.cpu)],
+            OpKind::Send => self.nexto[self.cpu(r, op.cpu)].max(self.nextgs[self.nic(r, op.nic)]),
+            OpKind::Recv => 0,
+        }
+    }
+
+    /// The resources `ev` waits for, as a [`Signature`]: events with equal
+    /// signatures always see the same `free_at`.
+    #[inline]
+    fn signature(&self, ev: &Event) -> Signature {
+        let op = self.s.op(ev.op);
+        let (rank, class, nic) = match (ev.kind, op.kind) {
+            (EventKind::Msg, _) => (op.peer, 2, op.nic),
+            (_, OpKind::Send) => (op.rank, 1, op.nic),
+            _ => (op.rank, 0, 0),
+        };
+        (u64::from(rank) << 24) | (class << 16) | (u64::from(op.cpu) << 8) | u64::from(nic)
+    }
+
+    /// A waiting group is due: its first member runs if its resources are
+    /// free; otherwise the members due before anything else move on.
+    fn run_waiting(&mut self, key: Event) {
+        let g = key.op;
+        let (mut head, _) = self.waiting.head(g);
+        head.time = key.time;
+        let free = self.free_at(&head);
+        if free <= key.time {
+            if let Some(rest) = self.waiting.take_head(g) {
+                self.heap.push(rest);
+            }
+            self.step(head);
+        } else {
+            let next = self.heap.peek().copied();
+            for k in self
+                .waiting
+                .defer(g, free, next.as_ref())
+                .into_iter()
+                .flatten()
+            {
+                self.heap.push(k);
+            }
+        }
     }
 
     /// The rendezvous sender `send` is done at `t`: its CPU `cpu` and NIC
@@ -308,15 +380,11 @@ impl Engine<'_> {
         let t = ev.time;
         let op = *s.op(ev.op);
         let bytes_less_one = op.size.wrapping_sub(1);
-        if ev.is_msg {
+        if ev.kind == EventKind::Msg {
             // Rule 4: the message of send `op` arrives at `op.peer`.
             let h = op.peer;
             let c = self.cpu(h, op.cpu);
             let n = self.nic(h, op.nic);
-            let free = self.nexto[c].max(self.nextgr[n]);
-            if free > t {
-                return self.retry(ev, free);
-            }
             let charge = p.o.wrapping_add(
                 bytes_less_one
                     .wrapping_mul(p.big_o)
@@ -348,9 +416,6 @@ impl Engine<'_> {
         match op.kind {
             OpKind::Calc => {
                 let c = self.cpu(r, op.cpu);
-                if self.nexto[c] > t {
-                    return self.retry(ev, self.nexto[c]);
-                }
                 self.nexto[c] = t.wrapping_add(op.size);
                 let tm = &mut self.times[r as usize];
                 tm.compute = tm.compute.wrapping_add(op.size);
@@ -361,10 +426,6 @@ impl Engine<'_> {
             OpKind::Send => {
                 let c = self.cpu(r, op.cpu);
                 let n = self.nic(r, op.nic);
-                let free = self.nexto[c].max(self.nextgs[n]);
-                if free > t {
-                    return self.retry(ev, free);
-                }
                 self.started(ev.op);
                 self.touched.push(r);
                 let charge = p.o.wrapping_add(bytes_less_one.wrapping_mul(p.big_o));
@@ -378,7 +439,7 @@ impl Engine<'_> {
                     time: t.wrapping_add(p.o).wrapping_add(p.l),
                     seq: self.seq,
                     op: ev.op,
-                    is_msg: true,
+                    kind: EventKind::Msg,
                 });
                 self.seq += 1;
                 if op.size <= p.s {

@@ -18,18 +18,29 @@
 
 use std::collections::VecDeque;
 
-/// One pending event: operation `op` (or its message, if `is_msg`) at `time`.
+/// What an event is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EventKind {
+    /// Operation `op` is tried.
+    Op,
+    /// The message of send `op` reaches its receiver.
+    Msg,
+    /// Waiting group `op` (see [`crate::waiting`]) is due; `seq` is its head's.
+    Waiting,
+}
+
+/// One pending event at `time`; `seq` orders events of equal time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Event {
     pub(crate) time: u64,
     pub(crate) seq: u64,
     pub(crate) op: u32,
-    pub(crate) is_msg: bool,
+    pub(crate) kind: EventKind,
 }
 
 impl Event {
     #[inline]
-    fn before(&self, other: &Event) -> bool {
+    pub(crate) fn before(&self, other: &Event) -> bool {
         (self.time, self.seq) < (other.time, other.seq)
     }
 }
@@ -58,6 +69,16 @@ impl EventQueue {
             return;
         }
         self.push_heap(ev);
+    }
+
+    /// The next event `pop` would return.
+    #[inline]
+    pub(crate) fn peek(&self) -> Option<&Event> {
+        match (self.run.front(), self.heap.first()) {
+            (Some(r), Some(h)) if h.before(r) => Some(h),
+            (Some(r), _) => Some(r),
+            (None, h) => h,
+        }
     }
 
     #[inline]
@@ -132,14 +153,16 @@ mod tests {
                 time: (x >> 40) % 97,
                 seq,
                 op: seq as u32,
-                is_msg: seq % 3 == 0,
+                kind: EventKind::Op,
             };
             all.push(ev);
             q.push(ev);
             // Interleave pops with pushes, as the engine does; times go up
             // and down, so both the run and the heap are used.
             if seq % 5 == 0 {
+                let peeked = *q.peek().expect("non-empty");
                 let got = q.pop().expect("non-empty");
+                assert_eq!(peeked, got);
                 all.retain(|e| *e != got);
                 assert!(all.iter().all(|e| !e.before(&got)));
             }

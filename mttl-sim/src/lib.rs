@@ -20,7 +20,8 @@
 //! ```
 //!
 //! Layout: [`schedule`] is the in-memory schedule every [`input`] format
-//! builds; [`engine`] runs it on an `event_queue`; `tie_order` reproduces the reference's issue
+//! builds; [`engine`] runs it on an `event_queue`, with `waiting` holding
+//! the events whose resources are busy; `tie_order` reproduces the reference's issue
 //! order among simultaneous operations.
 
 pub mod engine;
@@ -29,6 +30,7 @@ mod event_queue;
 pub mod input;
 pub mod schedule;
 mod tie_order;
+mod waiting;
 
 pub use engine::{simulate, Blocked, Deadlock, Params, RankTimes, Report};
 pub use error::{InputError, SimError};

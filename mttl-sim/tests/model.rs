@@ -212,3 +212,18 @@ fn rank_blocks_in_any_order() {
                 rank 0 {\ns: send 8b to 1 tag 0\nr: recv 8b from 1 tag 0\nr requires s\n}\n";
     assert_eq!(finish(&run(text, P)), vec![268, 151]);
 }
+
+#[test]
+fn many_sends_wait_their_turn() {
+    // 40 sends issued together (past 16, so the issue order is the
+    // reference's unstable sort, and all but one wait for the NIC): they
+    // leave every g + 7·G = 34 ns, the last at 34·39 = 1326 (CPU to 1343),
+    // and arrive every 34 ns; the receiver's NIC needs the same 34, so each
+    // is handled on arrival, the last at 1326 + 110 + 24 = 1460.
+    let sends = "send 8b to 1\n".repeat(40);
+    let recvs = "recv 8b from 0\n".repeat(40);
+    let text = format!("num_ranks 2\nrank 0 {{\n{sends}}}\nrank 1 {{\n{recvs}}}\n");
+    let r = run(&text, P);
+    assert_eq!(finish(&r), vec![1343, 1460]);
+    assert_eq!(r.events, 120);
+}
