@@ -1,0 +1,512 @@
+//! The discrete-event engine: LogGOPS with LogGOPSim's rules.
+//!
+//! Each rank has `ncpus` CPUs and `nnics` NICs; each CPU has a time `nexto`
+//! at which it is next free (it pays `o` and `O`), each NIC the times
+//! `nextgs`/`nextgr` at which it may next send/receive (it pays `g` and `G`).
+//! Events are kept in one heap ordered by (time, issue number), the
+//! issue number growing by one for every operation issued and every message
+//! sent, so that events at the same time run in the order they were created.
+//!
+//! The rules, per event (t is the event's time, s the size, `s-1` computed
+//! modulo 2^64 as the reference does):
+//! 1. **calc** on CPU c: if `nexto[c] > t`, retry at `nexto[c]`. Otherwise
+//!    `nexto[c] = t + s`, and the operation counts as started *and* done now;
+//!    its dependents are issued at their own CPU's `nexto`, so dependents on
+//!    the same CPU wait for the end of the computation.
+//! 2. **send** on CPU c, NIC n: if `max(nexto[c], nextgs[n]) > t`, retry then.
+//!    Otherwise it starts: `nexto[c] = t + o + (s-1)·O`, `nextgs[n] = t + g +
+//!    (s-1)·G`, and a message event is created at `t + o + L` at the
+//!    receiver. An eager send (`s <= S`) is done now; a rendezvous send
+//!    (`s > S`) is done when a receive matches it.
+//! 3. **recv**: starts at once (it needs no resource) and searches the
+//!    rank's unexpected queue in order for a matching message (source and
+//!    tag equal, or either side a wildcard). Found: the receive is done; if
+//!    the receive's size is above S, the sender's send is done too, and the
+//!    sender's CPU and NIC (the indices the receive names) are moved up to t.
+//!    Not found: it is appended to the posted-receive queue.
+//! 4. **message** at the receiver, using the CPU and NIC indices of the send:
+//!    if `max(nexto[c], nextgr[n]) > t`, retry then. Otherwise
+//!    `nexto[c] = t + o + max((s-1)·O, (s-1)·G)` and
+//!    `nextgr[n] = t + g + (s-1)·G`; the message then matches the first fitting posted receive (which is done;
+//!    a rendezvous send is done and its sender's clocks moved up to t) or is
+//!    appended to the unexpected queue.
+//! 5. After each event, every rank that had an operation start or finish
+//!    issues its newly executable operations: sorted by kind (send, recv,
+//!    calc; ties as [`crate::tie_order`] explains), calc and recv at
+//!    `nexto[c]`, send at `max(nexto[c], nextgs[n])`.
+//!
+//! Retries are not queued one by one; [`crate::waiting`] explains how they
+//! are grouped without changing the order.
+//!
+//! A rank's finish time is the largest `nexto` of its CPUs. The run ends
+//! when the heap is empty; operations left undone or queues left non-empty
+//! are a deadlock, reported with what is blocked.
+
+use std::time::Instant;
+
+use crate::event_queue::{Event, EventKind, EventQueue};
+use crate::schedule::{OpId, OpKind, Schedule, ANY_SOURCE, ANY_TAG};
+use crate::tie_order::sort_by_key_like_gnu;
+use crate::waiting::{Signature, Waiting};
+
+/// The LogGOPS parameters, in nanoseconds (per byte for `big_g`, `big_o`).
+///
+/// The defaults are the reference simulator's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Params {
+    /// Latency L of a message through the network.
+    pub l: u64,
+    /// CPU overhead o per message, paid by sender and receiver.
+    pub o: u64,
+    /// NIC gap g between messages.
+    pub g: u64,
+    /// NIC gap G per byte.
+    pub big_g: u64,
+    /// CPU overhead O per byte.
+    pub big_o: u64,
+    /// Largest eager message; larger ones use the rendezvous protocol.
+    pub s: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            l: 2500,
+            o: 1500,
+            g: 1000,
+            big_g: 6,
+            big_o: 0,
+            s: 65535,
+        }
+    }
+}
+
+/// One rank's simulated times, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RankTimes {
+    /// When its last CPU became free.
+    pub finish: u64,
+    /// Time in `calc` operations.
+    pub compute: u64,
+    /// CPU time charged for messages (o and O on send, o and the per-byte
+    /// cost on reception).
+    pub comm: u64,
+    /// The rest of `finish`: idle, waiting for messages or the NIC. With
+    /// several CPUs the busy times are summed over them, so this is a floor.
+    pub wait: u64,
+}
+
+/// An operation that could not complete, for deadlock reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocked {
+    /// A posted receive no message matched.
+    UnmatchedRecv(OpId),
+    /// A message (from this send) that arrived and no receive took.
+    UnreceivedMessage(OpId),
+    /// An operation that was never done (waiting for a dependency, or a
+    /// rendezvous send never matched).
+    NotDone(OpId),
+}
+
+/// What remains when a run cannot complete.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deadlock {
+    /// Per blocked rank, its blocked operations (receives and messages
+    /// first, then operations not done, in input order).
+    pub ranks: Vec<(u32, Vec<Blocked>)>,
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Per rank times.
+    pub ranks: Vec<RankTimes>,
+    /// The largest finish time and the first rank that has it.
+    pub max: (u64, u32),
+    /// Events created: operations issued plus messages sent (the reference
+    /// counts the same way).
+    pub events: u64,
+    /// Wall-clock seconds spent in the event loop.
+    pub seconds: f64,
+    /// Set when operations were left undone or queues non-empty.
+    pub deadlock: Option<Deadlock>,
+}
+
+/// A posted receive or an unexpected message.
+#[derive(Clone, Copy, Debug)]
+struct QueueEntry {
+    src: u32,
+    tag: u32,
+    op: OpId,
+}
+
+#[inline]
+fn matches(src_a: u32, tag_a: u32, e: &QueueEntry) -> bool {
+    (src_a == ANY_SOURCE || e.src == ANY_SOURCE || e.src == src_a)
+        && (tag_a == ANY_TAG || e.tag == ANY_TAG || e.tag == tag_a)
+}
+
+/// Removes and returns the first entry of `q` matching (src, tag).
+#[inline]
+fn take_match(q: &mut Vec<QueueEntry>, src: u32, tag: u32) -> Option<QueueEntry> {
+    let i = q.iter().position(|e| matches(src, tag, e))?;
+    Some(q.remove(i))
+}
+
+const NOT_DONE: u8 = 0;
+const DONE: u8 = 1;
+
+struct Engine<'a> {
+    s: &'a Schedule,
+    p: Params,
+    ncpus: usize,
+    nnics: usize,
+    heap: EventQueue,
+    /// Events whose resources were busy (the retries of rules 1, 2 and 4).
+    waiting: Waiting,
+    seq: u64,
+    /// Unsatisfied dependencies per operation.
+    pending: Vec<u32>,
+    done: Vec<u8>,
+    nexto: Vec<u64>,
+    nextgs: Vec<u64>,
+    nextgr: Vec<u64>,
+    posted: Vec<Vec<QueueEntry>>,
+    unexpected: Vec<Vec<QueueEntry>>,
+    /// Operations that became executable during the current event, in the
+    /// order they did (all belong to ranks in `touched`).
+    ready: Vec<OpId>,
+    /// One rank's share of `ready`, being issued.
+    batch: Vec<OpId>,
+    /// Ranks to issue from after the current event (at most three).
+    touched: Vec<u32>,
+    times: Vec<RankTimes>,
+}
+
+/// Simulates `s` under `p`.
+pub fn simulate(s: &Schedule, p: &Params) -> Report {
+    let n = s.num_ranks();
+    let (ncpus, nnics) = (s.ncpus(), s.nnics());
+    let mut e = Engine {
+        s,
+        p: *p,
+        ncpus,
+        nnics,
+        heap: EventQueue::with_capacity(n * 2),
+        waiting: Waiting::default(),
+        seq: 0,
+        pending: s.dep_counts().to_vec(),
+        done: vec![NOT_DONE; s.num_ops()],
+        nexto: vec![0; n * ncpus],
+        nextgs: vec![0; n * nnics],
+        nextgr: vec![0; n * nnics],
+        posted: vec![Vec::new(); n],
+        unexpected: vec![Vec::new(); n],
+        ready: Vec::new(),
+        batch: Vec::new(),
+        touched: Vec::with_capacity(4),
+        times: vec![RankTimes::default(); n],
+    };
+    let start = Instant::now();
+    for r in 0..n {
+        for id in s.rank_ops(r) {
+            if e.pending[id as usize] == 0 {
+                e.ready.push(id);
+            }
+        }
+        e.issue(r as u32);
+        e.ready.clear();
+    }
+    while let Some(ev) = e.heap.pop() {
+        match ev.kind {
+            EventKind::Waiting => e.run_waiting(ev),
+            EventKind::Op | EventKind::Msg => {
+                let free = e.free_at(&ev);
+                if free > ev.time {
+                    let sig = e.signature(&ev);
+                    if let Some(key) = e.waiting.park(ev, sig, free) {
+                        e.heap.push(key);
+                    }
+                    continue;
+                }
+                e.step(ev);
+            }
+        }
+        e.touched.sort_unstable();
+        e.touched.dedup();
+        for i in 0..e.touched.len() {
+            let r = e.touched[i];
+            e.issue(r);
+        }
+        e.touched.clear();
+        e.ready.clear();
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    e.finish(seconds)
+}
+
+impl Engine<'_> {
+    #[inline]
+    fn cpu(&self, rank: u32, cpu: u8) -> usize {
+        rank as usize * self.ncpus + cpu as usize
+    }
+
+    #[inline]
+    fn nic(&self, rank: u32, nic: u8) -> usize {
+        rank as usize * self.nnics + nic as usize
+    }
+
+    /// Issues rank `r`'s newly executable operations (rule 5).
+    fn issue(&mut self, r: u32) {
+        let s = self.s;
+        let mut ready = std::mem::take(&mut self.batch);
+        ready.clear();
+        ready.extend(self.ready.iter().filter(|&&id| s.op(id).rank == r));
+        sort_by_key_like_gnu(&mut ready, |&id| s.op(id).kind);
+        for &id in &ready {
+            let op = s.op(id);
+            let c = self.nexto[self.cpu(r, op.cpu)];
+            let time = match op.kind {
+                OpKind::Send => c.max(self.nextgs[self.nic(r, op.nic)]),
+                OpKind::Recv | OpKind::Calc => c,
+            };
+            self.heap.push(Event {
+                time,
+                seq: self.seq,
+                op: id,
+                kind: EventKind::Op,
+            });
+            self.seq += 1;
+        }
+        self.batch = ready;
+    }
+
+    fn started(&mut self, id: OpId) {
+        let s = self.s;
+        for &d in s.start_dependents(id) {
+            self.release(d);
+        }
+    }
+
+    fn completed(&mut self, id: OpId) {
+        self.done[id as usize] = DONE;
+        let s = self.s;
+        for &d in s.done_dependents(id) {
+            self.release(d);
+        }
+    }
+
+    #[inline]
+    fn release(&mut self, d: OpId) {
+        let c = &mut self.pending[d as usize];
+        *c -= 1;
+        if *c == 0 {
+            self.ready.push(d);
+        }
+    }
+
+    /// When the resources `ev` needs are next free (rules 1, 2, 4: the CPU
+    /// for a calc, CPU and sending NIC for a send, the receiver's CPU and
+    /// receiving NIC, at the send's indices, for a message; a receive needs
+    /// none).
+    #[inline]
+    fn free_at(&self, ev: &Event) -> u64 {
+        let op = self.s.op(ev.op);
+        if ev.kind == EventKind::Msg {
+            let h = op.peer;
+            return self.nexto[self.cpu(h, op.cpu)].max(self.nextgr[self.nic(h, op.nic)]);
+        }
+        let r = op.rank;
+        match op.kind {
+            OpKind::Calc => self.nexto[self.cpu(r, op.cpu)],
+            OpKind::Send => self.nexto[self.cpu(r, op.cpu)].max(self.nextgs[self.nic(r, op.nic)]),
+            OpKind::Recv => 0,
+        }
+    }
+
+    /// The resources `ev` waits for, as a [`Signature`]: events with equal
+    /// signatures always see the same `free_at`.
+    #[inline]
+    fn signature(&self, ev: &Event) -> Signature {
+        let op = self.s.op(ev.op);
+        let (rank, class, nic) = match (ev.kind, op.kind) {
+            (EventKind::Msg, _) => (op.peer, 2, op.nic),
+            (_, OpKind::Send) => (op.rank, 1, op.nic),
+            _ => (op.rank, 0, 0),
+        };
+        (u64::from(rank) << 24) | (class << 16) | (u64::from(op.cpu) << 8) | u64::from(nic)
+    }
+
+    /// A waiting group is due: its first member runs if its resources are
+    /// free; otherwise the members due before anything else move on.
+    fn run_waiting(&mut self, key: Event) {
+        let g = key.op;
+        let (mut head, _) = self.waiting.head(g);
+        head.time = key.time;
+        let free = self.free_at(&head);
+        if free <= key.time {
+            if let Some(rest) = self.waiting.take_head(g) {
+                self.heap.push(rest);
+            }
+            self.step(head);
+        } else {
+            let next = self.heap.peek().copied();
+            for k in self
+                .waiting
+                .defer(g, free, next.as_ref())
+                .into_iter()
+                .flatten()
+            {
+                self.heap.push(k);
+            }
+        }
+    }
+
+    /// The rendezvous sender `send` is done at `t`: its CPU `cpu` and NIC
+    /// `nic` cannot be free earlier than that.
+    fn rendezvous_done(&mut self, send: OpId, cpu: u8, nic: u8, t: u64) {
+        let src = self.s.op(send).rank;
+        self.completed(send);
+        self.touched.push(src);
+        let c = self.cpu(src, cpu);
+        let n = self.nic(src, nic);
+        self.nexto[c] = self.nexto[c].max(t);
+        self.nextgs[n] = self.nextgs[n].max(t);
+    }
+
+    fn step(&mut self, ev: Event) {
+        let s = self.s;
+        let p = self.p;
+        let t = ev.time;
+        let op = *s.op(ev.op);
+        let bytes_less_one = op.size.wrapping_sub(1);
+        if ev.kind == EventKind::Msg {
+            // Rule 4: the message of send `op` arrives at `op.peer`.
+            let h = op.peer;
+            let c = self.cpu(h, op.cpu);
+            let n = self.nic(h, op.nic);
+            let charge = p.o.wrapping_add(
+                bytes_less_one
+                    .wrapping_mul(p.big_o)
+                    .max(bytes_less_one.wrapping_mul(p.big_g)),
+            );
+            self.nexto[c] = t.wrapping_add(charge);
+            self.nextgr[n] = t
+                .wrapping_add(p.g)
+                .wrapping_add(bytes_less_one.wrapping_mul(p.big_g));
+            let tm = &mut self.times[h as usize];
+            tm.comm = tm.comm.wrapping_add(charge);
+            match take_match(&mut self.posted[h as usize], op.rank, op.tag) {
+                Some(recv) => {
+                    if op.size > p.s {
+                        self.rendezvous_done(ev.op, op.cpu, op.nic, t);
+                    }
+                    self.completed(recv.op);
+                    self.touched.push(h);
+                }
+                None => self.unexpected[h as usize].push(QueueEntry {
+                    src: op.rank,
+                    tag: op.tag,
+                    op: ev.op,
+                }),
+            }
+            return;
+        }
+        let r = op.rank;
+        match op.kind {
+            OpKind::Calc => {
+                let c = self.cpu(r, op.cpu);
+                self.nexto[c] = t.wrapping_add(op.size);
+                let tm = &mut self.times[r as usize];
+                tm.compute = tm.compute.wrapping_add(op.size);
+                self.started(ev.op);
+                self.completed(ev.op);
+                self.touched.push(r);
+            }
+            OpKind::Send => {
+                let c = self.cpu(r, op.cpu);
+                let n = self.nic(r, op.nic);
+                self.started(ev.op);
+                self.touched.push(r);
+                let charge = p.o.wrapping_add(bytes_less_one.wrapping_mul(p.big_o));
+                self.nexto[c] = t.wrapping_add(charge);
+                self.nextgs[n] = t
+                    .wrapping_add(p.g)
+                    .wrapping_add(bytes_less_one.wrapping_mul(p.big_g));
+                let tm = &mut self.times[r as usize];
+                tm.comm = tm.comm.wrapping_add(charge);
+                self.heap.push(Event {
+                    time: t.wrapping_add(p.o).wrapping_add(p.l),
+                    seq: self.seq,
+                    op: ev.op,
+                    kind: EventKind::Msg,
+                });
+                self.seq += 1;
+                if op.size <= p.s {
+                    self.completed(ev.op);
+                }
+            }
+            OpKind::Recv => {
+                self.started(ev.op);
+                self.touched.push(r);
+                match take_match(&mut self.unexpected[r as usize], op.peer, op.tag) {
+                    Some(msg) => {
+                        if op.size > p.s {
+                            self.rendezvous_done(msg.op, op.cpu, op.nic, t);
+                        }
+                        self.completed(ev.op);
+                    }
+                    None => self.posted[r as usize].push(QueueEntry {
+                        src: op.peer,
+                        tag: op.tag,
+                        op: ev.op,
+                    }),
+                }
+            }
+        }
+    }
+
+    fn finish(self, seconds: f64) -> Report {
+        let s = self.s;
+        let mut times = self.times;
+        let mut max = (0u64, 0u32);
+        for (r, tm) in times.iter_mut().enumerate() {
+            let cpus = &self.nexto[r * self.ncpus..(r + 1) * self.ncpus];
+            tm.finish = cpus.iter().copied().max().unwrap_or(0);
+            tm.wait = tm.finish.saturating_sub(tm.compute.saturating_add(tm.comm));
+            if tm.finish > max.0 {
+                max = (tm.finish, r as u32);
+            }
+        }
+        let mut blocked = Vec::new();
+        for r in 0..s.num_ranks() {
+            let mut list: Vec<Blocked> = self.posted[r]
+                .iter()
+                .map(|e| Blocked::UnmatchedRecv(e.op))
+                .collect();
+            list.extend(
+                self.unexpected[r]
+                    .iter()
+                    .map(|e| Blocked::UnreceivedMessage(e.op)),
+            );
+            let posted = &self.posted[r];
+            list.extend(
+                s.rank_ops(r)
+                    .filter(|&id| {
+                        self.done[id as usize] == NOT_DONE && !posted.iter().any(|e| e.op == id)
+                    })
+                    .map(Blocked::NotDone),
+            );
+            if !list.is_empty() {
+                blocked.push((r as u32, list));
+            }
+        }
+        Report {
+            ranks: times,
+            max,
+            events: self.seq,
+            seconds,
+            deadlock: (!blocked.is_empty()).then_some(Deadlock { ranks: blocked }),
+        }
+    }
+}
