@@ -568,7 +568,10 @@ impl Linker {
             self.states(|st| match st.get(r).copied() {
                 None => Err(format!("rank {r} is not a rank of this job")),
                 Some(LinkState::Linked) if r == me => Err(format!("rank {r} is this rank itself")),
-                Some(LinkState::Linked) => Err(format!("rank {r} is already linked")),
+                // A rank of this job (its proof checked) dialed while this
+                // rank's own connection to it was being admitted: the two
+                // crossed, and the link already made is the one both use.
+                Some(LinkState::Linked) => Ok(auth::Admission::Crossed),
                 Some(LinkState::Dialing) if r > me => Ok(auth::Admission::Crossed),
                 Some(LinkState::Dialing | LinkState::Unlinked) => {
                     st[r] = LinkState::Linked;
