@@ -407,6 +407,9 @@ fn equalized_suspensions_are_equal_and_reconstruct_to_a_memory_run(t: Scenario) 
     let check = mttl_trace::check(&eq);
     assert!(check.pairs > 1000, "{check:?}");
     assert!(!check.failed(), "{check:?}");
+    let stats = mttl_trace::stats(&eq);
+    let line = format!("suspensions: {} (Z mean ", zs[0].len());
+    assert_eq!(stats.matches(&line).count(), eq.ranks.len(), "{stats}");
     let _ = std::fs::remove_dir_all(&memory_dir);
     let _ = std::fs::remove_dir_all(&eq_dir);
 }

@@ -94,9 +94,12 @@ fn rank_stats(r: &RankTrace, out: &mut String) {
     let mut served: BTreeMap<String, Tally> = BTreeMap::new();
     let mut open_coll: Option<(u64, u64)> = None;
     let mut open_regions: Vec<(u64, u64)> = Vec::new();
+    let mut suspensions = Suspensions::default();
     for e in &r.events {
         let dur = e.end - e.begin;
         match e.kind {
+            Kind::Suspension => suspensions.add(e.a, e.b, dur),
+            Kind::SuspensionClock => suspensions.clock(e.a, e.b),
             Kind::CollEnter => open_coll = Some((e.b, e.end)),
             Kind::CollExit => {
                 if let Some((seq, t0)) = open_coll.take() {
@@ -169,4 +172,56 @@ fn rank_stats(r: &RankTrace, out: &mut String) {
     );
     section(out, "regions", regions.into_iter().collect(), false);
     section(out, "trace writes", pick(|k| k == Kind::Flush), true);
+    suspensions.write(out);
+}
+
+/// The suspensions of one rank (the `equalized` or `static` protocol):
+/// Z asked of every rank, w the spread of the ranks' t, m the mean one-way
+/// message time, d the largest clock-offset error, and what the rank
+/// actually waited (Z, or more when it was descheduled).
+#[derive(Debug, Default)]
+struct Suspensions {
+    count: u64,
+    z_sum: u64,
+    z_max: u64,
+    w_max: u64,
+    m_sum: u64,
+    clocks: u64,
+    d_max: u64,
+    waited: u64,
+}
+
+impl Suspensions {
+    fn add(&mut self, z: u64, w: u64, waited: u64) {
+        self.count += 1;
+        self.z_sum += z;
+        self.z_max = self.z_max.max(z);
+        self.w_max = self.w_max.max(w);
+        self.waited += waited;
+    }
+
+    fn clock(&mut self, m: u64, d: u64) {
+        self.clocks += 1;
+        self.m_sum += m;
+        self.d_max = self.d_max.max(d);
+    }
+
+    fn write(&self, out: &mut String) {
+        if self.count == 0 {
+            return;
+        }
+        let us = |ns: u64| ns as f64 / 1e3;
+        let _ = writeln!(
+            out,
+            "  suspensions: {} (Z mean {:.1} us, max {:.1} us; w max {:.1} us; m mean {:.1} us; \
+             d max {:.1} us; waited {:.3} ms in all)",
+            self.count,
+            us(self.z_sum / self.count),
+            us(self.z_max),
+            us(self.w_max),
+            us(self.m_sum / self.clocks.max(1)),
+            us(self.d_max),
+            ms(self.waited)
+        );
+    }
 }
