@@ -966,10 +966,8 @@ fn alloc_u8(n: usize) -> GlobalPtr<u8> {
 /// each, had every block waited until the writing thread stopped).
 ///
 /// How many bodies arrive while a send blocks depends on how long the next
-/// node takes to read, which a loaded machine stretches (a quiet one grows
-/// by about 20 MiB, one running three more busy processes by up to 60):
-/// the bound only tells the two designs apart, at two thirds of the
-/// backlog.
+/// node takes to read, which a loaded machine stretches several-fold: the
+/// bound only tells the two designs apart, at two thirds of the backlog.
 fn large_nwrite_loops_both_ways_keep_memory_bounded(t: Scenario) {
     t.run(3, || {
         let ptrs = mttl::spmd(alloc_u8, (FLOOD_BLOCK,));

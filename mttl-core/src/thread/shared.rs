@@ -2,11 +2,10 @@
 //! the thread itself), in memory taken from a per-OS-thread pool.
 //!
 //! An `Rc` would do, but its allocation was most of what a joinable spawn
-//! cost above a detached one: spawning 256 empty threads in a batch and
-//! running them, 38 ns per thread detached, 64 with an `Rc` per thread (the
-//! batch frees more blocks than the allocator's per-thread cache keeps).
-//! So a packet small enough lives in a block of [`BLOCK`] bytes, which goes
-//! back to the pool when both owners have let go; a larger one is boxed.
+//! cost above a detached one: threads are spawned in bursts, and a burst
+//! frees more blocks than the allocator's per-thread cache keeps. So a
+//! packet small enough lives in a block of [`BLOCK`] bytes, which goes back
+//! to the pool when both owners have let go; a larger one is boxed.
 //!
 //! A `Shared` is neither `Send` nor `Sync` (it holds a raw pointer): its
 //! block goes back to the pool of the OS thread it came from, which is

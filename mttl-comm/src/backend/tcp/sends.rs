@@ -24,8 +24,9 @@ const MAX_GATHER: usize = 32;
 /// loop takes it: a large payload that the loop would have placed where it
 /// belongs (`recv_from_into`) is held in a vector of its own instead. Had
 /// the destination stopped reading for long (a process descheduled on a
-/// loaded machine), a rank writing 1 MiB bodies in a loop to it while its
-/// own predecessor does the same held 180 MiB of them. So once this many
+/// loaded machine), a rank writing large bodies in a loop to it while its
+/// own predecessor does the same would hold every body sent to it meanwhile.
+/// So once this many
 /// bytes are held, links stopped at a large payload stay stopped. When the
 /// send has written nothing for [`SEND_STALL`], they are read on to their
 /// next large payload, which keeps a ring of such senders from waiting on
