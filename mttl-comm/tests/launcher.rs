@@ -929,7 +929,8 @@ fn an_unknown_mpirun_is_refused() {
 }
 
 // A real `mpirun` is not something a plain `cargo test` can assume, so
-// these two are `#[ignore]`d (listed as ignored, never passed untried);
+// these two are ignored, with the reason in the attribute (listed as
+// ignored, never passed untried);
 // run with `--ignored`, one whose `mpirun` is missing fails. CI installs
 // Open MPI and `scripts/test-all` runs the first; nothing installs MPICH.
 

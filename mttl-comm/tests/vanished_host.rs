@@ -13,8 +13,8 @@
 //! link timeout.
 //!
 //! Needs root and `ip` (iproute2) with network namespaces, which a plain
-//! `cargo test` cannot assume, so every test here is `#[ignore]`d: it is
-//! listed as ignored, never passed untried. `scripts/test-all` (and so CI,
+//! `cargo test` cannot assume, so every test here is ignored, with the
+//! reason in its attribute: listed as ignored, never passed untried. `scripts/test-all` (and so CI,
 //! which runs as root) runs them with `--ignored`; run so, a test whose
 //! prerequisites are missing fails and says which.
 

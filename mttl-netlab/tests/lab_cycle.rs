@@ -1,7 +1,7 @@
 //! The lab's whole life on this machine: `up`, `check`, `down`, and `down`
 //! after the wire was killed. Needs root and iproute2, which a plain `cargo
-//! test` cannot assume, so each test is `#[ignore]`d; CI (root) runs them
-//! with `--ignored`. The lab's names are fixed (`mttl-h*`, `mttl-wire`), so
+//! test` cannot assume, so each test is ignored, with the reason in its
+//! attribute; CI (root) runs them with `--ignored`. The lab's names are fixed (`mttl-h*`, `mttl-wire`), so
 //! the tests take turns, and refuse to start over a lab someone else has up.
 #![cfg(target_os = "linux")]
 
