@@ -202,14 +202,7 @@ impl Recorder {
         let Ok((begin, end, bytes)) = self.write_all() else {
             return false;
         };
-        self.append(&Event {
-            kind: Kind::Flush,
-            peer: None,
-            a: cause as u64,
-            b: bytes,
-            begin,
-            end,
-        });
+        self.note_flush(Some((begin, end, bytes, cause)));
         true
     }
 
@@ -249,7 +242,7 @@ impl Recorder {
         self.note_flush(flushed);
     }
 
-    /// Records the flush that making room did, if any.
+    /// Records a flush, if one was done.
     #[inline]
     fn note_flush(&mut self, flushed: Option<(u64, u64, u64, FlushCause)>) {
         if let Some((begin, end, bytes, cause)) = flushed {
