@@ -29,7 +29,22 @@ const POOL_CAPACITY: usize = 4096;
 
 thread_local! {
     /// Free blocks of this OS thread.
-    static POOL: RefCell<Vec<NonNull<u8>>> = const { RefCell::new(Vec::new()) };
+    static POOL: RefCell<Pool> = const { RefCell::new(Pool(Vec::new())) };
+}
+
+/// Free blocks, given back to the allocator when their OS thread ends (a
+/// rank of the `local` backend is an OS thread: a job of many would
+/// otherwise leave every one's pool behind).
+struct Pool(Vec<NonNull<u8>>);
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        for block in self.0.drain(..) {
+            // SAFETY: every pooled block was allocated with `block_layout`
+            // and is free.
+            unsafe { alloc::dealloc(block.as_ptr(), block_layout()) };
+        }
+    }
 }
 
 fn block_layout() -> Layout {
@@ -66,7 +81,7 @@ impl<T> Shared<T> {
             };
         }
         let block = POOL
-            .try_with(|pool| pool.borrow_mut().pop())
+            .try_with(|pool| pool.borrow_mut().0.pop())
             .ok()
             .flatten()
             .unwrap_or_else(|| {
@@ -127,9 +142,9 @@ impl<T> Drop for Shared<T> {
         let kept = POOL
             .try_with(|pool| {
                 let mut pool = pool.borrow_mut();
-                let room = pool.len() < POOL_CAPACITY;
+                let room = pool.0.len() < POOL_CAPACITY;
                 if room {
-                    pool.push(block);
+                    pool.0.push(block);
                 }
                 room
             })
