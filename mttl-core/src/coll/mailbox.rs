@@ -386,9 +386,9 @@ impl Op {
         let header = self.header(step);
         context::with(|cx| {
             if let Err(e) = cx.post(dest, wire::COLL, &header, body) {
-                cx.fail(
-                    &format!("{} #{}: sending to rank {dest}: {e}", self.kind, self.seq),
-                    FAILURE_CODE,
+                cx.send_failed(
+                    &format!("{} #{}: sending to rank {dest}", self.kind, self.seq),
+                    &e,
                 );
             }
         });
@@ -400,9 +400,9 @@ impl Op {
         let header = self.header(step);
         context::with(|cx| {
             if let Err(e) = cx.post_owned(dest, wire::COLL, &header, body) {
-                cx.fail(
-                    &format!("{} #{}: sending to rank {dest}: {e}", self.kind, self.seq),
-                    FAILURE_CODE,
+                cx.send_failed(
+                    &format!("{} #{}: sending to rank {dest}", self.kind, self.seq),
+                    &e,
                 );
             }
         });

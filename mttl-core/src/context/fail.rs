@@ -73,6 +73,19 @@ impl Context {
         self.abort_others(&cause, FAILURE_CODE)
     }
 
+    /// Stops the job because sending a message failed while this rank was
+    /// `doing` something: as [`comm_failed`](Self::comm_failed), with what
+    /// it was doing in the cause. A send is often where a rank first learns
+    /// that a peer is gone, so its blocked threads are reported here too.
+    pub(crate) fn send_failed(&mut self, doing: &str, e: &CommError) -> ! {
+        let cause = format!("rank {}: {doing}: {}: {}", self.rank, e.op, e.kind);
+        if e.lost_peer().is_some() {
+            report_waits(self.rank, Waiting::GaveUp);
+        }
+        report_line(&format!("mttl: {cause}"));
+        self.abort_others(&cause, FAILURE_CODE)
+    }
+
     /// Steps 2 and 3: sends `ABORT` with `cause` (a sentence naming this
     /// rank) to every other rank, lingers and exits with `code`.
     fn abort_others(&mut self, cause: &str, code: i32) -> ! {

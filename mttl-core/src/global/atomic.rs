@@ -237,7 +237,7 @@ impl<T: AtomicInt> GlobalPtr<T> {
                 .u8(code)
                 .bytes;
             if let Err(e) = cx.post(at.node, wire::ATOMIC, &header, operands) {
-                cx.fail(&format!("sending an atomic to rank {}: {e}", at.node), 1);
+                cx.send_failed(&format!("sending an atomic to rank {}", at.node), &e);
             }
             r
         });

@@ -433,7 +433,7 @@ fn fence_untraced() -> Result<(), GlobalError> {
             let r = Request::new(node, None);
             let header = HeaderBuf::with_capacity(4).u32(r.slot()).bytes;
             if let Err(e) = cx.post(node, wire::FENCE, &header, &[]) {
-                cx.fail(&format!("sending a fence to rank {node}: {e}"), 1);
+                cx.send_failed(&format!("sending a fence to rank {node}"), &e);
             }
             requests.push((node, upto, r));
         }

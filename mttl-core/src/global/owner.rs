@@ -239,9 +239,9 @@ fn drain_source(cx: &mut MemoryCx<'_>, src: Rank) {
 fn reply(cx: &mut MemoryCx<'_>, dest: Rank, cell: u32, status: u8, body: &[u8]) {
     let header = HeaderBuf::with_capacity(5).u32(cell).u8(status).bytes;
     if let Err(e) = cx.post(dest, wire::CELL_WRITE, &header, body) {
-        cx.fail(
-            &format!("replying to a global-memory request of rank {dest}: {e}"),
-            1,
+        cx.send_failed(
+            &format!("replying to a global-memory request of rank {dest}"),
+            &e,
         );
     }
 }
@@ -306,7 +306,7 @@ fn apply<'a>(cx: &mut MemoryCx<'_>, src: Rank, held: Held<'a>) -> Result<(), Hel
                     buf.set_waiters();
                     return Err(held);
                 }
-                Some(Err(e)) => cx.fail(&format!("answering a read of rank {src}: {e}"), 1),
+                Some(Err(e)) => cx.send_failed(&format!("answering a read of rank {src}"), &e),
                 Some(Ok(())) => {}
             }
         }

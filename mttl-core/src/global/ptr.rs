@@ -411,7 +411,7 @@ impl<T: Pod> GlobalPtr<T> {
                     .u32(r.slot())
                     .bytes;
                 if let Err(e) = cx.post(at.node, wire::READ, &header, &[]) {
-                    cx.fail(&format!("sending a read to rank {}: {e}", at.node), 1);
+                    cx.send_failed(&format!("sending a read to rank {}", at.node), &e);
                 }
                 requests.push(r);
                 offset = offset.wrapping_add(len as u64);
@@ -497,10 +497,7 @@ impl<T: Pod> GlobalPtr<T> {
                 .u32(r.slot())
                 .bytes;
             if let Err(e) = cx.post_owned(at.node, wire::METHOD, &header, body) {
-                cx.fail(
-                    &format!("invoking {} on rank {}: {e}", entry.name, at.node),
-                    1,
-                );
+                cx.send_failed(&format!("invoking {} on rank {}", entry.name, at.node), &e);
             }
             r
         });

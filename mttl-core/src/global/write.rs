@@ -62,7 +62,7 @@ fn wait_for_send(node: Rank, handle: SendHandle) {
             let done = cx.comm.send_finished(handle);
             context::test_event(node, &done);
             let done = done
-                .unwrap_or_else(|e| cx.fail(&format!("sending a write to rank {node}: {e}"), 1));
+                .unwrap_or_else(|e| cx.send_failed(&format!("sending a write to rank {node}"), &e));
             if done {
                 cx.borrowed_sends.retain(|&h| h != handle);
             }
@@ -112,7 +112,7 @@ pub(crate) fn reap_owned_sends(max_sends: usize, max_bytes: usize) {
                         }
                     }
                     Ok(false) => break,
-                    Err(e) => cx.fail(&format!("sending a write to rank {node}: {e}"), 1),
+                    Err(e) => cx.send_failed(&format!("sending a write to rank {node}"), &e),
                 }
             }
             let sends = cx.owned_sends.len();
@@ -271,7 +271,7 @@ impl<T: Pod> GlobalPtr<T> {
                 let sent =
                     unsafe { cx.post_split_nonblocking(at.node, wire::WRITE, &header, piece) };
                 let handle = sent.unwrap_or_else(|e| {
-                    cx.fail(&format!("sending a write to rank {}: {e}", at.node), 1)
+                    cx.send_failed(&format!("sending a write to rank {}", at.node), &e)
                 });
                 let _body = if i + 1 == pieces { body.take() } else { None };
                 cx.owned_bytes += n;
@@ -340,7 +340,7 @@ impl<T: Pod> GlobalPtr<T> {
                     // over (or gave up on it while the job ends).
                     let sent = unsafe { cx.post_split_borrowed(at.node, kind, &header, piece) };
                     return Some(Some(sent.unwrap_or_else(|e| {
-                        cx.fail(&format!("sending a write to rank {}: {e}", at.node), 1)
+                        cx.send_failed(&format!("sending a write to rank {}", at.node), &e)
                     })));
                 } else if splits_write(cx, piece.len()) {
                     cx.post_split(at.node, kind, &header, piece)
@@ -348,7 +348,7 @@ impl<T: Pod> GlobalPtr<T> {
                     cx.post(at.node, kind, &header, piece)
                 };
                 if let Err(e) = sent {
-                    cx.fail(&format!("sending a write to rank {}: {e}", at.node), 1);
+                    cx.send_failed(&format!("sending a write to rank {}", at.node), &e);
                 }
                 if yields && large && cx.comm.holds_received() {
                     // While the send blocked, the backend took what peers

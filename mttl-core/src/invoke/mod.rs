@@ -456,13 +456,7 @@ where
             .u8(flags)
             .bytes;
         if let Err(e) = cx.post_owned(node, wire::INVOKE, &header, body) {
-            cx.fail(
-                &format!(
-                    "invoke of {} on rank {node}: {}: {}",
-                    entry.name, e.op, e.kind
-                ),
-                1,
-            );
+            cx.send_failed(&format!("invoke of {} on rank {node}", entry.name), &e);
         }
     });
     Pending {
@@ -515,12 +509,9 @@ where
             .u8(0)
             .bytes;
         if let Err(e) = cx.post_owned(node, wire::INVOKE, &header, body) {
-            cx.fail(
-                &format!(
-                    "invoke_nowait of {} on rank {node}: {}: {}",
-                    entry.name, e.op, e.kind
-                ),
-                1,
+            cx.send_failed(
+                &format!("invoke_nowait of {} on rank {node}", entry.name),
+                &e,
             );
         }
     });

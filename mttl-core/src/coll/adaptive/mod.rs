@@ -263,9 +263,9 @@ fn send_report(op: &Op, root: Rank, site: Site, value: f64) {
         .u64(ns);
     context::with(|cx| {
         if let Err(e) = cx.post(root, wire::COLL_REPORT, &header.bytes, &[]) {
-            cx.fail(
-                &format!("broadcast #{}: reporting waits to rank {root}: {e}", op.seq),
-                1,
+            cx.send_failed(
+                &format!("broadcast #{}: reporting waits to rank {root}", op.seq),
+                &e,
             );
         }
     });
