@@ -98,7 +98,8 @@ fn span(events: &[Event]) -> u64 {
 /// are removed: not the protocol's records, not the trace's writes, not a
 /// message of a suspension's own exchanges.
 pub fn kept_in_reconstruction(clocks: &Clocks, rank: usize, e: &Event) -> bool {
-    !is_tracing(e) && !(e.kind.is_comm() && clocks.suspended_at(rank, e.end))
+    let protocol_message = e.kind.is_comm() && clocks.suspended_at(rank, e.end);
+    !is_tracing(e) && !protocol_message
 }
 
 /// Removes the suspensions of `t` (see [`crate::clock`]).

@@ -509,7 +509,7 @@ mod archive {
         }
         let a = Archive { ptr, dir: dir_text };
         let creator = c(concat!("mttl-trace ", env!("CARGO_PKG_VERSION")));
-        // SAFETY (this block and every OTF2 call below): `a.ptr` is the
+        // SAFETY: (this block and every OTF2 call below) `a.ptr` is the
         // open archive, writers are used only between their Get and Close
         // on this thread, and every pointer argument is valid for the
         // call (strings NUL-terminated, `members` a live slice).
