@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use mttl_core::trace::format::{zigzag, EndTotals, Event, FileHeader, Kind, VERSION};
 use prost::Message;
 
+use super::lanes::lay_out;
 use super::perfetto::{encode, proto};
+use super::threads::{owners, ThreadMark};
 use super::*;
 use crate::read::{Ending, RankTrace, Trace};
 
