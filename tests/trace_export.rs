@@ -297,7 +297,24 @@ fn otf2(name: &str, trace: &Trace, pairs: u64) {
     // Event lines: EVENT LOCATION TIME ATTRIBUTES.
     let mut per_rank: BTreeMap<(u64, String), u64> = BTreeMap::new();
     let mut last_time: HashMap<u64, u64> = HashMap::new();
+    // (tag, bytes) of every message sent and received.
+    let (mut sent, mut received) = (Vec::new(), Vec::new());
     for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let attr = |name: &str| -> u64 {
+            let at = line
+                .find(name)
+                .unwrap_or_else(|| panic!("no {name} in {line}"));
+            let digits: String = line[at + name.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().unwrap()
+        };
+        if line.starts_with("MPI_SEND ") {
+            sent.push((attr("Tag: "), attr("Length: ")));
+        } else if line.starts_with("MPI_RECV ") {
+            received.push((attr("Tag: "), attr("Length: ")));
+        }
         let w: Vec<&str> = line.split_whitespace().collect();
         let (Some(event), Some(loc), Some(time)) = (w.first(), w.get(1), w.get(2)) else {
             continue;
@@ -313,6 +330,16 @@ fn otf2(name: &str, trace: &Trace, pairs: u64) {
     let total = |e: &str| (0..RANKS as u64 + 64).map(|l| count(l, e)).sum::<u64>();
     assert_eq!(total("MPI_SEND"), pairs);
     assert_eq!(total("MPI_RECV"), pairs);
+    let mut messages: Vec<(u64, u64)> = mttl_trace::pair_messages(trace)
+        .pairs
+        .iter()
+        .map(|p| (p.tag, trace.ranks[p.recv.0].events[p.recv.1].b))
+        .collect();
+    for v in [&mut sent, &mut received, &mut messages] {
+        v.sort_unstable();
+    }
+    assert_eq!(sent, messages, "MPI_SEND (tag, length)");
+    assert_eq!(received, messages, "MPI_RECV (tag, length)");
     for (rank, r) in trace.ranks.iter().enumerate() {
         let loc = rank as u64;
         assert!(count(loc, "ENTER") > 0, "rank {rank}: {per_rank:?}");
