@@ -232,10 +232,11 @@ impl Scene {
 
     /// The summary of writing this scene.
     pub(crate) fn summary(&self) -> ExportSummary {
+        let (first, last) = self.span();
         let mut s = ExportSummary {
             ranks: self.ranks.len(),
             flows: self.flows.len(),
-            span: self.span().1 - self.span().0,
+            span: last - first,
             notes: self.notes.clone(),
             ..ExportSummary::default()
         };
