@@ -15,10 +15,14 @@
 //!    each with a category and its arguments as debug annotations.
 //! 3. Each message is a flow: its id in the send slice's `flow_ids` and in
 //!    the receive slice's `terminating_flow_ids`.
-//! 4. Packets are sorted by timestamp (ns on the scene's clock, rank 0's
-//!    CLOCK_MONOTONIC), descriptors first.
+//! 4. The descriptors come first, then the events of all lanes merged in
+//!    timestamp order (ns on the scene's clock, rank 0's CLOCK_MONOTONIC),
+//!    ties by sequence; the file is written packet by packet.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use prost::Message;
@@ -169,12 +173,14 @@ pub fn export_perfetto(
     path: &Path,
     opts: ExportOptions,
 ) -> Result<ExportSummary, ExportError> {
-    let s = scene(t, opts);
-    let bytes = encode(&s).encode_to_vec();
-    std::fs::write(path, bytes).map_err(|source| ExportError::Io {
+    let io = |source| ExportError::Io {
         path: path.to_owned(),
         source,
-    })?;
+    };
+    let s = scene(t, opts);
+    let mut out = BufWriter::new(File::create(path).map_err(io)?);
+    write(&s, &mut out).map_err(io)?;
+    out.flush().map_err(io)?;
     Ok(s.summary())
 }
 
@@ -183,33 +189,54 @@ fn pid(rank: usize) -> i32 {
     i32::try_from(1000 + rank).unwrap_or(i32::MAX)
 }
 
-/// The scene as Perfetto's `Trace` (the module's steps).
-pub(crate) fn encode(s: &Scene) -> proto::Trace {
+/// Appends one packet to a `Trace` being written: the bytes of
+/// `Trace.packet` (field 1, length-delimited), so that a file written
+/// packet by packet is one `Trace` message.
+fn put(out: &mut impl Write, buf: &mut Vec<u8>, p: &TracePacket) -> io::Result<()> {
+    buf.clear();
+    buf.push(0x0a);
+    p.encode_length_delimited(buf)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    out.write_all(buf)
+}
+
+/// One lane to write: its track and sequence, its steps in time order.
+struct Lane<'a> {
+    track: u64,
+    rank: usize,
+    sequence: u32,
+    steps: Vec<(u64, Step<'a>)>,
+}
+
+/// Writes the scene as Perfetto's `Trace` (the module's steps), packet
+/// by packet: the descriptors, then the lanes' events merged in time
+/// order, so that memory holds the steps' times, not the packets.
+pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
     let mut out_flows: HashMap<(usize, usize), Vec<u64>> = HashMap::new();
     let mut in_flows: HashMap<(usize, usize), Vec<u64>> = HashMap::new();
     for f in &s.flows {
         out_flows.entry(f.send).or_default().push(f.id);
         in_flows.entry(f.recv).or_default().push(f.id);
     }
-    let mut descriptors = Vec::new();
-    let mut events: Vec<(u64, u32, usize, TracePacket)> = Vec::new();
+    let mut buf = Vec::new();
+    let mut lanes: Vec<Lane<'_>> = Vec::new();
     let mut next_tid: i64 = 10_000_000;
     let mut next_uuid: u64 = 1;
     let mut uuid = || {
         next_uuid += 1;
         next_uuid
     };
-    let mut sequence: u32 = 0;
     for (rank, r) in s.ranks.iter().enumerate() {
         let process = uuid();
-        descriptors.push(descriptor(TrackDescriptor {
+        let d = TrackDescriptor {
             uuid: Some(process),
             process: Some(ProcessDescriptor {
                 pid: Some(pid(rank)),
                 process_name: Some(format!("rank {rank}")),
             }),
             ..TrackDescriptor::default()
-        }));
+        };
+        put(out, &mut buf, &descriptor(d))?;
         for track in &r.tracks {
             let tid = match track.thread {
                 None => i64::from(pid(rank)),
@@ -219,7 +246,7 @@ pub(crate) fn encode(s: &Scene) -> proto::Trace {
                 }
             };
             let thread = uuid();
-            descriptors.push(descriptor(TrackDescriptor {
+            let d = TrackDescriptor {
                 uuid: Some(thread),
                 thread: Some(ThreadDescriptor {
                     pid: Some(pid(rank)),
@@ -227,42 +254,70 @@ pub(crate) fn encode(s: &Scene) -> proto::Trace {
                     thread_name: Some(track.name.clone()),
                 }),
                 ..TrackDescriptor::default()
-            }));
+            };
+            put(out, &mut buf, &descriptor(d))?;
             for (n, lane) in track.lanes.iter().enumerate() {
                 let on = if n == 0 {
                     thread
                 } else {
                     let child = uuid();
-                    descriptors.push(descriptor(TrackDescriptor {
+                    let d = TrackDescriptor {
                         uuid: Some(child),
                         parent_uuid: Some(thread),
                         name: Some(format!("{} (overlapping {n})", track.name)),
                         ..TrackDescriptor::default()
-                    }));
+                    };
+                    put(out, &mut buf, &descriptor(d))?;
                     child
                 };
-                sequence += 1;
-                let mut k = 0;
+                let mut steps = Vec::with_capacity(lane.len() * 2);
                 walk(lane, |step| {
-                    let (ts, ev) = track_event(step, on, rank, &out_flows, &in_flows);
-                    let packet = TracePacket {
-                        timestamp: Some(ts),
-                        trusted_packet_sequence_id: Some(sequence),
-                        sequence_flags: (k == 0).then_some(1),
-                        track_event: Some(ev),
-                        track_descriptor: None,
+                    let ts = match step {
+                        Step::Begin(it) | Step::Instant(it) => it.begin,
+                        Step::End(it) => it.end,
                     };
-                    events.push((ts, sequence, k, packet));
-                    k += 1;
+                    steps.push((ts, step));
+                });
+                lanes.push(Lane {
+                    track: on,
+                    rank,
+                    sequence: lanes.len() as u32 + 1,
+                    steps,
                 });
             }
         }
     }
-    events.sort_by_key(|&(ts, seq, k, _)| (ts, seq, k));
-    descriptors.extend(events.into_iter().map(|(_, _, _, p)| p));
-    proto::Trace {
-        packet: descriptors,
+    // Merge the lanes (each in time order) by time, then sequence.
+    let mut next = vec![0usize; lanes.len()];
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = lanes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| l.steps.first().map(|&(ts, _)| Reverse((ts, i))))
+        .collect();
+    while let Some(Reverse((ts, i))) = heap.pop() {
+        let lane = &lanes[i];
+        let k = next[i];
+        let (_, ev) = track_event(
+            lane.steps[k].1,
+            lane.track,
+            lane.rank,
+            &out_flows,
+            &in_flows,
+        );
+        let packet = TracePacket {
+            timestamp: Some(ts),
+            trusted_packet_sequence_id: Some(lane.sequence),
+            sequence_flags: (k == 0).then_some(1),
+            track_event: Some(ev),
+            track_descriptor: None,
+        };
+        put(out, &mut buf, &packet)?;
+        next[i] += 1;
+        if let Some(&(ts, _)) = lane.steps.get(k + 1) {
+            heap.push(Reverse((ts, i)));
+        }
     }
+    Ok(())
 }
 
 fn descriptor(d: TrackDescriptor) -> TracePacket {

@@ -10,7 +10,7 @@ use mttl_core::trace::format::{zigzag, EndTotals, Event, FileHeader, Kind, VERSI
 use prost::Message;
 
 use super::lanes::lay_out;
-use super::perfetto::{encode, proto};
+use super::perfetto::{proto, write};
 use super::threads::{owners, ThreadMark};
 use super::*;
 use crate::read::{Ending, RankTrace, Trace};
@@ -265,7 +265,8 @@ fn perfetto_holds_tracks_slices_and_flows_on_rank_0s_clock() {
     assert_eq!(s.flows.len(), 2, "a headed send is two messages");
     assert_eq!(s.notes.len(), 1, "{:?}", s.notes);
     assert!(s.notes[0].contains("1 records of kinds the exporter does not show"));
-    let bytes = encode(&s).encode_to_vec();
+    let mut bytes = Vec::new();
+    write(&s, &mut bytes).unwrap();
     let trace = proto::Trace::decode(&bytes[..]).unwrap();
 
     let processes: Vec<(i32, String)> = trace
