@@ -35,8 +35,8 @@ pub(crate) fn rank_tracks(
     let mut track = |thread: Option<u64>, name: Option<String>, tracks: &mut Vec<_>| match thread {
         None => 0,
         Some(id) => *track_of.entry(id).or_insert_with(|| {
-            let name = name.unwrap_or_else(|| format!("thread {id}"));
-            tracks.push((format!("{name} #{id}"), Some(id), Vec::new()));
+            let name = name.unwrap_or_else(|| "thread".to_owned());
+            tracks.push((format!("{name} {}", thread_label(id)), Some(id), Vec::new()));
             tracks.len() - 1
         }),
     };
@@ -75,8 +75,8 @@ pub(crate) fn rank_tracks(
                         owner,
                     )
                 }
-                ThreadMark::Run { thread } => {
-                    let tr = track(Some(thread), None, &mut tracks);
+                ThreadMark::Run { .. } => {
+                    let tr = track(owners[i], None, &mut tracks);
                     (instant("run".into(), Category::Thread, vec![]), tr)
                 }
                 ThreadMark::Block { reason, thread } => {
@@ -308,5 +308,14 @@ fn collective(r: &RankTrace, e: &Event, open: Open, end: u64, root: Option<u32>)
         args,
         event: Some(open.event),
         collective: Some(Collective { name, root }),
+    }
+}
+
+/// A thread id as shown: `#INDEX`, or `#INDEX.GENERATION` when the id
+/// carries a slot generation in its high 32 bits.
+fn thread_label(id: u64) -> String {
+    match id >> 32 {
+        0 => format!("#{id}"),
+        generation => format!("#{}.{generation}", id as u32),
     }
 }

@@ -146,6 +146,10 @@ fn events_belong_to_the_thread_last_run() {
         Some(Exit { thread: 2 }),
         Some(Run { thread: 1 }),
         None,
+        Some(Run {
+            thread: u64::MAX, // the runtime's loop
+        }),
+        None,
     ];
     assert_eq!(
         owners(&marks),
@@ -159,7 +163,9 @@ fn events_belong_to_the_thread_last_run() {
             Some(2),
             Some(2),
             Some(1),
-            Some(1)
+            Some(1),
+            None,
+            None
         ]
     );
 }
@@ -167,8 +173,10 @@ fn events_belong_to_the_thread_last_run() {
 #[test]
 fn thread_records_give_each_thread_its_track() {
     use ThreadMark::*;
-    // Hand-made records: the thread records stand at indices 1, 3, 4, 6
-    // (their events' own kinds are then not looked at).
+    // The worker's id: slot 5, generation 2.
+    const W: u64 = 5 | (2 << 32);
+    // Hand-made records: the thread records stand at indices 1, 3, 4, 6,
+    // 8 (their events' own kinds are then not looked at).
     let events = vec![
         ev(Kind::Send, Some(1), 3, 8, 10, 12),
         ev(Kind::Test, None, 0, 0, 20, 20),
@@ -178,19 +186,25 @@ fn thread_records_give_each_thread_its_track() {
         ev(Kind::RecvAny, Some(1), 3, 8, 55, 60),
         ev(Kind::Test, None, 0, 0, 70, 70),
         ev(Kind::Fence, None, 0, 0, 72, 75),
+        ev(Kind::Test, None, 0, 0, 80, 80),
+        ev(Kind::RecvAny, Some(1), 4, 8, 85, 90),
     ];
     let marks = [
         None,
         Some(Run { thread: 4 }),
         None,
-        Some(Spawn { name: 1, thread: 5 }),
-        Some(Run { thread: 5 }),
+        Some(Spawn { name: 1, thread: W }),
+        Some(Run { thread: W }),
         None,
-        Some(Exit { thread: 5 }),
+        Some(Exit { thread: W }),
+        None,
+        Some(Run {
+            thread: u64::MAX, // the runtime's loop
+        }),
         None,
     ];
     let r = rank(0, 2, events, &[(1, "worker")]);
-    let keep = vec![true; 8];
+    let keep = vec![true; marks.len()];
     let (tracks, notes) = rank_tracks(&r, &marks, &keep, &|x| x);
     assert!(notes.is_empty(), "{notes:?}");
     let shown: Vec<(String, Vec<String>)> = tracks
@@ -203,13 +217,16 @@ fn thread_records_give_each_thread_its_track() {
     assert_eq!(
         shown,
         [
-            ("rank 0".to_owned(), vec!["send".to_owned()]),
             (
-                "thread 4 #4".to_owned(),
+                "rank 0".to_owned(),
+                vec!["send".into(), "run".into(), "recv_any".into()]
+            ),
+            (
+                "thread #4".to_owned(),
                 vec!["run".into(), "send".into(), "spawn worker".into()]
             ),
             (
-                "worker #5".to_owned(),
+                "worker #5.2".to_owned(),
                 vec![
                     "run".into(),
                     "recv_any".into(),
@@ -219,9 +236,9 @@ fn thread_records_give_each_thread_its_track() {
             ),
         ]
     );
-    // The fence after the exit stays with the thread last run (5): only a
+    // The fence after the exit stays with the thread last run: only a
     // thread_run switches threads.
-    assert_eq!(tracks[2].thread, Some(5));
+    assert_eq!(tracks[2].thread, Some(W));
 }
 
 /// Two ranks: rank 0 sends to rank 1 inside a region, both barrier; rank

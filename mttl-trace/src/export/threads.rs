@@ -1,8 +1,13 @@
 //! Thread-level records (`MTTL_TRACE_LEVEL=threads`, kinds 80-83) and
 //! which thread each of a rank's events belongs to: the one the last
-//! `thread_run` switched to.
+//! `thread_run` switched to, or the rank's own track when that was the
+//! runtime's loop ([`LOOP_THREAD`]) or before the first switch.
 
 use mttl_core::trace::format::Event;
+
+/// The id `thread_run` gives the runtime's own loop (message handling,
+/// outside every thread): its events stay on the rank's own track.
+pub(crate) const LOOP_THREAD: u64 = u64::MAX;
 
 /// A thread-level record (`MTTL_TRACE_LEVEL=threads`): kinds 80
 /// `thread_spawn` (`a` the new thread's name id, `b` its id), 81
@@ -44,7 +49,7 @@ pub(crate) fn owners(marks: &[Option<ThreadMark>]) -> Vec<Option<u64>> {
         .iter()
         .map(|m| match *m {
             Some(ThreadMark::Run { thread }) => {
-                current = Some(thread);
+                current = (thread != LOOP_THREAD).then_some(thread);
                 current
             }
             Some(ThreadMark::Block { thread, .. } | ThreadMark::Exit { thread }) => Some(thread),
