@@ -179,6 +179,7 @@ pub(crate) fn rank_tracks(
                         let (_, open) = regions.remove(k);
                         let item = Item {
                             begin: open.begin,
+                            end: end.max(open.begin),
                             event: Some(open.event),
                             ..slice(r.name(e.a), Category::Region, vec![])
                         };

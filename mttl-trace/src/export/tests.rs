@@ -448,3 +448,74 @@ fn unwritable_outputs_are_refused_naming_them() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn arbitrary_records_export_without_panics_and_lanes_stay_in_order() {
+    // Random records of every kind, peers in and out of the job, clock
+    // offsets that jump, unpaired enters, exits and region ends: the
+    // export must never panic, every item must end after it begins, and
+    // every lane must be written in time order.
+    let kinds: Vec<Kind> = (0..=255u8).filter_map(Kind::from_u8).collect();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..50 {
+        let size = 1 + (round % 4) as u32;
+        let ranks = (0..size)
+            .map(|r| {
+                let mut t = 1_000u64;
+                let events = (0..200)
+                    .map(|_| {
+                        t += next() % 1_000;
+                        let kind = kinds[(next() % kinds.len() as u64) as usize];
+                        let peer = match next() % 3 {
+                            0 => None,
+                            _ => Some((next() % u64::from(size + 1)) as u32),
+                        };
+                        let a = match kind {
+                            Kind::ClockOffset => zigzag((next() % 2_000_000) as i64 - 1_000_000),
+                            _ => next() % 4,
+                        };
+                        let dur = next() % 3_000;
+                        ev(kind, peer, a, next() % 3, t.saturating_sub(dur), t)
+                    })
+                    .collect();
+                rank(r, size, events, &[(1, "barrier"), (2, "r")])
+            })
+            .collect();
+        let t = Trace {
+            dir: PathBuf::from("random"),
+            ranks,
+        };
+        for reconstructed in [false, true] {
+            let s = scene(&t, ExportOptions { reconstructed });
+            for lane in s
+                .ranks
+                .iter()
+                .flat_map(|r| &r.tracks)
+                .flat_map(|t| &t.lanes)
+            {
+                assert!(lane.iter().all(|i| i.begin <= i.end));
+                assert!(nests(lane), "round {round}");
+            }
+            let mut bytes = Vec::new();
+            write(&s, &mut bytes).unwrap();
+            let decoded = proto::Trace::decode(&bytes[..]).unwrap();
+            assert!(decoded.packet.iter().any(|p| p.track_event.is_some()));
+            if crate::OTF2_BUILT && round % 10 == 0 {
+                let dir = std::env::temp_dir().join(format!(
+                    "mttl-export-random-{round}-{reconstructed}-{}",
+                    std::process::id()
+                ));
+                let _ = std::fs::remove_dir_all(&dir);
+                let opts = ExportOptions { reconstructed };
+                crate::export_otf2(&t, &dir, opts).unwrap_or_else(|e| panic!("{e}"));
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+}
