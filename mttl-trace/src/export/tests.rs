@@ -519,3 +519,49 @@ fn arbitrary_records_export_without_panics_and_lanes_stay_in_order() {
         }
     }
 }
+
+#[test]
+fn crossing_slices_get_a_child_track_in_perfetto() {
+    // Two served calls that cross (the first switched out while the
+    // second ran): the second goes to a child track of the rank's.
+    let r = rank(
+        0,
+        1,
+        vec![
+            ev(Kind::InvokeServed, Some(1), 1, 0, 10, 50),
+            ev(Kind::InvokeServed, Some(1), 1, 0, 20, 80),
+        ],
+        &[(1, "f")],
+    );
+    let t = Trace {
+        dir: PathBuf::from("tr"),
+        ranks: vec![r],
+    };
+    let s = scene(&t, ExportOptions::default());
+    assert_eq!(s.ranks[0].tracks[0].lanes.len(), 2);
+    let mut bytes = Vec::new();
+    write(&s, &mut bytes).unwrap();
+    let decoded = proto::Trace::decode(&bytes[..]).unwrap();
+    let tracks: Vec<&proto::TrackDescriptor> = decoded
+        .packet
+        .iter()
+        .filter_map(|p| p.track_descriptor.as_ref())
+        .collect();
+    let thread = tracks.iter().find(|d| d.thread.is_some()).unwrap();
+    let child = tracks.iter().find(|d| d.parent_uuid.is_some()).unwrap();
+    assert_eq!(child.parent_uuid, thread.uuid);
+    assert_eq!(child.name.as_deref(), Some("rank 0 (overlapping 1)"));
+    let begins: Vec<(u64, u64)> = decoded
+        .packet
+        .iter()
+        .filter_map(|p| {
+            let e = p.track_event.as_ref()?;
+            let begin = e.r#type == Some(proto::TYPE_SLICE_BEGIN);
+            begin.then(|| (p.timestamp.unwrap(), e.track_uuid.unwrap()))
+        })
+        .collect();
+    assert_eq!(
+        begins,
+        [(10, thread.uuid.unwrap()), (20, child.uuid.unwrap())]
+    );
+}
