@@ -7,8 +7,9 @@
 //! mttl-trace reconstruct DIR  suspensions removed: the run time and per-rank totals
 //! mttl-trace check DIR        every receive after its send, every send received
 //!                             (exits 1 when a violation remains after correction)
-//! mttl-trace export DIR --perfetto FILE   for ui.perfetto.dev (add --reconstructed to
-//! mttl-trace export DIR --otf2 OUT        for Vampir (feature `otf2`)  remove the suspensions)
+//! mttl-trace export DIR --perfetto FILE  the run for ui.perfetto.dev
+//! mttl-trace export DIR --otf2 OUT       the run for Vampir (cargo feature `otf2`)
+//!                                        (--reconstructed: the suspensions removed)
 //! ```
 
 use std::path::{Path, PathBuf};
