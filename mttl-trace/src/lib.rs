@@ -23,7 +23,7 @@ pub use analysis::{
     timeline, Check, MessagePair, Messages, ReconstructedRank, Reconstruction,
 };
 pub use clock::{is_tracing, Clocks};
-pub use export::otf2::{export_otf2, OTF2_BUILT};
+pub use export::otf2::{export_otf2, otf2_dir_usable, OTF2_BUILT};
 pub use export::perfetto::{export_perfetto, proto as perfetto_proto};
 pub use export::{ExportError, ExportOptions, ExportSummary};
 pub use read::{parse, read_dir, read_file, Ending, RankTrace, ReadError, Trace};

@@ -129,8 +129,9 @@ fn main() -> ExitCode {
             otf2,
             reconstructed,
         } => {
-            if otf2.is_some() && !mttl_trace::OTF2_BUILT {
-                eprintln!("mttl-trace: {}", mttl_trace::ExportError::Otf2NotBuilt);
+            // Refuse an unusable OTF2 directory before writing anything.
+            if let Some(Err(e)) = otf2.as_deref().map(mttl_trace::otf2_dir_usable) {
+                eprintln!("mttl-trace: {e}");
                 return ExitCode::FAILURE;
             }
             let opts = mttl_trace::ExportOptions { reconstructed };

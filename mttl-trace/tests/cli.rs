@@ -86,9 +86,12 @@ fn bad_outputs_are_refused_saying_what_to_do() {
         "{err}"
     );
 
-    // The trace's own directory is not empty.
-    let out = run(&[&dir, "--otf2".as_ref(), &dir]);
+    // The trace's own directory is not empty; the Perfetto file asked
+    // for with it is not written either.
+    let file = scratch("bad.pftrace");
+    let out = run(&[&dir, "--perfetto".as_ref(), &file, "--otf2".as_ref(), &dir]);
     assert!(!out.status.success());
+    assert!(!file.exists());
     let err = text(&out.stderr);
     if mttl_trace::OTF2_BUILT {
         assert!(err.contains("not empty"), "{err}");

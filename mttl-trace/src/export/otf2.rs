@@ -39,25 +39,34 @@ pub fn export_otf2(
     dir: &Path,
     opts: ExportOptions,
 ) -> Result<ExportSummary, ExportError> {
-    if !cfg!(feature = "otf2") {
-        return Err(ExportError::Otf2NotBuilt);
-    }
-    let io = |source| ExportError::Io {
-        path: dir.to_owned(),
-        source,
-    };
-    match std::fs::read_dir(dir) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
-                return Err(ExportError::NotEmpty(dir.to_owned()));
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir).map_err(io)?
-        }
-        Err(e) => return Err(io(e)),
+    let missing = otf2_dir_usable(dir)?;
+    if missing {
+        std::fs::create_dir_all(dir).map_err(|source| ExportError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
     }
     write(t, dir, opts)
+}
+
+/// Checks, before anything is written, that this build writes OTF2 and
+/// that `dir` can take an archive: it is an empty directory, or does not
+/// exist (then `Ok(true)`).
+pub fn otf2_dir_usable(dir: &Path) -> Result<bool, ExportError> {
+    if !OTF2_BUILT {
+        return Err(ExportError::Otf2NotBuilt);
+    }
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => match entries.next() {
+            Some(_) => Err(ExportError::NotEmpty(dir.to_owned())),
+            None => Ok(false),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(source) => Err(ExportError::Io {
+            path: dir.to_owned(),
+            source,
+        }),
+    }
 }
 
 /// Whether this build writes OTF2 (the cargo feature `otf2`).
