@@ -9,6 +9,8 @@
 //!    its main thread, tid = pid; mttl threads get tids from 10,000,000
 //!    up); per extra lane a child track of its thread's track, named
 //!    `… (overlapping N)`.
+//!    The descriptors are on packet sequence 1, timestamped at the run's
+//!    first time.
 //! 2. Per lane one packet sequence (its own `trusted_packet_sequence_id`,
 //!    the first packet marking the sequence's state cleared): slices as
 //!    `TYPE_SLICE_BEGIN` / `TYPE_SLICE_END`, instants as `TYPE_INSTANT`,
@@ -218,6 +220,7 @@ pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
         out_flows.entry(f.send).or_default().push(f.id);
         in_flows.entry(f.recv).or_default().push(f.id);
     }
+    let (first, _) = s.span();
     let mut buf = Vec::new();
     let mut lanes: Vec<Lane<'_>> = Vec::new();
     let mut next_tid: i64 = 10_000_000;
@@ -236,7 +239,7 @@ pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
             }),
             ..TrackDescriptor::default()
         };
-        put(out, &mut buf, &descriptor(d))?;
+        put(out, &mut buf, &descriptor(d, first))?;
         for track in &r.tracks {
             let tid = match track.thread {
                 None => i64::from(pid(rank)),
@@ -255,7 +258,7 @@ pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
                 }),
                 ..TrackDescriptor::default()
             };
-            put(out, &mut buf, &descriptor(d))?;
+            put(out, &mut buf, &descriptor(d, first))?;
             for (n, lane) in track.lanes.iter().enumerate() {
                 let on = if n == 0 {
                     thread
@@ -267,7 +270,7 @@ pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
                         name: Some(format!("{} (overlapping {n})", track.name)),
                         ..TrackDescriptor::default()
                     };
-                    put(out, &mut buf, &descriptor(d))?;
+                    put(out, &mut buf, &descriptor(d, first))?;
                     child
                 };
                 let mut steps = Vec::with_capacity(lane.len() * 2);
@@ -281,7 +284,7 @@ pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
                 lanes.push(Lane {
                     track: on,
                     rank,
-                    sequence: lanes.len() as u32 + 1,
+                    sequence: DESCRIPTORS + 1 + lanes.len() as u32,
                     steps,
                 });
             }
@@ -320,12 +323,20 @@ pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-fn descriptor(d: TrackDescriptor) -> TracePacket {
+/// The packet of a track's descriptor: on the descriptors' sequence,
+/// timestamped at the run's first time (before every event on it), as
+/// Perfetto's guide to synthetic traces recommends.
+fn descriptor(d: TrackDescriptor, first: u64) -> TracePacket {
     TracePacket {
+        timestamp: Some(first),
+        trusted_packet_sequence_id: Some(DESCRIPTORS),
         track_descriptor: Some(d),
         ..TracePacket::default()
     }
 }
+
+/// The packet sequence of the descriptors; lanes take the next ones.
+const DESCRIPTORS: u32 = 1;
 
 /// The event of one step of a lane, and its time.
 fn track_event(
