@@ -226,7 +226,7 @@ pub(crate) fn rank_tracks(
     }
     let mut notes = Vec::new();
     // Left open: a collective or region the file ends inside.
-    let mut left: Vec<((u64, u64), (Open, Option<u32>))> = colls.into_iter().collect();
+    let mut left: Vec<_> = colls.into_iter().collect();
     left.sort_by_key(|(_, (open, _))| open.event);
     for ((a, seq), (open, _)) in left {
         let name = format!("{} #{seq} entered (exit not in the trace)", r.name(a));
