@@ -94,6 +94,14 @@ fn span(events: &[Event]) -> u64 {
     b.zip(e).map_or(0, |(b, e)| e.saturating_sub(b))
 }
 
+/// Whether `rank`'s event `e` is the program's, kept when the suspensions
+/// are removed: not the protocol's records, not the trace's writes, not a
+/// message of a suspension's own exchanges.
+pub fn kept_in_reconstruction(clocks: &Clocks, rank: usize, e: &Event) -> bool {
+    let protocol_message = e.kind.is_comm() && clocks.suspended_at(rank, e.end);
+    !is_tracing(e) && !protocol_message
+}
+
 /// Removes the suspensions of `t` (see [`crate::clock`]).
 pub fn reconstruct(t: &Trace) -> Reconstruction {
     let clocks = Clocks::of(t);
@@ -102,8 +110,7 @@ pub fn reconstruct(t: &Trace) -> Reconstruction {
         let events: Vec<Event> = r
             .events
             .iter()
-            .filter(|e| !is_tracing(e))
-            .filter(|e| !(e.kind.is_comm() && clocks.suspended_at(rank, e.end)))
+            .filter(|e| kept_in_reconstruction(&clocks, rank, e))
             .map(|e| Event {
                 begin: clocks.corrected(rank, e.begin),
                 end: clocks.corrected(rank, e.end),
@@ -175,53 +182,111 @@ impl Check {
     }
 }
 
-/// Pairs every send with its receive and counts the violations.
-pub fn check(t: &Trace) -> Check {
-    let clocks = Clocks::of(t);
-    // (src, dst, tag) -> sends (rank, begin) in order.
-    let mut sends: HashMap<(u32, u32, u64), VecDeque<(usize, u64)>> = HashMap::new();
+/// One message: a send (or one of the two messages of a headed send)
+/// paired with its receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessagePair {
+    /// The sending rank and the index of its send in that rank's events.
+    pub send: (usize, usize),
+    /// The receiving rank and the index of its receive in its events.
+    pub recv: (usize, usize),
+    /// The message's tag on the wire.
+    pub tag: u64,
+}
+
+/// Every message of a run: the pairs, and what has no pair.
+#[derive(Debug, Clone, Default)]
+pub struct Messages {
+    /// Sends paired with their receives, in the order of the receiving
+    /// ranks' events.
+    pub pairs: Vec<MessagePair>,
+    /// Messages sent and never received: (rank, event index, tag).
+    pub unmatched_sends: Vec<(usize, usize, u64)>,
+    /// Receives with no send: (rank, event index).
+    pub unmatched_receives: Vec<(usize, usize)>,
+}
+
+/// The tags of the messages a send event put on the wire: one for a send
+/// or nsend, two for a headed send (its header's, then its body's); none
+/// for any other event.
+fn sent_tags(e: &Event) -> impl Iterator<Item = u64> {
+    let tags = match e.kind {
+        Kind::Send | Kind::Nsend => [Some(e.a), None],
+        Kind::SendHeadedBulk | Kind::NsendHeaded => [Some(e.a | TAG_LARGE), Some(TAG_DATA)],
+        _ => [None, None],
+    };
+    tags.into_iter().flatten()
+}
+
+/// Pairs every message's send with its receive, per (source, destination,
+/// tag) in order (see the module's doc).
+pub fn pair_messages(t: &Trace) -> Messages {
+    // (src, dst, tag) -> sends (rank, event index) in order.
+    let mut sends: HashMap<(u32, u32, u64), VecDeque<(usize, usize)>> = HashMap::new();
     for (rank, r) in t.ranks.iter().enumerate() {
-        for e in &r.events {
+        for (i, e) in r.events.iter().enumerate() {
             let Some(dst) = e.peer else { continue };
-            let tags: &[u64] = match e.kind {
-                Kind::Send | Kind::Nsend => &[e.a],
-                Kind::SendHeadedBulk | Kind::NsendHeaded => &[e.a | TAG_LARGE, TAG_DATA],
-                _ => &[],
-            };
-            for &tag in tags {
+            for tag in sent_tags(e) {
                 sends
                     .entry((rank as u32, dst, tag))
                     .or_default()
-                    .push_back((rank, e.begin));
+                    .push_back((rank, i));
             }
         }
     }
-    let mut c = Check::default();
+    let mut m = Messages::default();
     for (rank, r) in t.ranks.iter().enumerate() {
-        for e in &r.events {
+        for (i, e) in r.events.iter().enumerate() {
             if !matches!(e.kind, Kind::RecvAny | Kind::RecvFrom | Kind::RecvInto) {
                 continue;
             }
             let Some(src) = e.peer else { continue };
-            let Some((from, begin)) = sends
+            match sends
                 .get_mut(&(src, rank as u32, e.a))
                 .and_then(VecDeque::pop_front)
-            else {
-                c.unmatched_receives += 1;
-                continue;
-            };
-            c.pairs += 1;
-            if e.end < begin {
-                c.violations_before += 1;
-            }
-            if clocks.suspended_at(from, begin) && clocks.suspended_at(rank, e.end) {
-                c.inside_suspensions += 1;
-            } else if clocks.corrected(rank, e.end) < clocks.corrected(from, begin) {
-                c.violations_after += 1;
+            {
+                Some(send) => m.pairs.push(MessagePair {
+                    send,
+                    recv: (rank, i),
+                    tag: e.a,
+                }),
+                None => m.unmatched_receives.push((rank, i)),
             }
         }
     }
-    c.unmatched_sends = sends.values().map(|q| q.len() as u64).sum();
+    let mut left: Vec<(usize, usize, u64)> = sends
+        .into_iter()
+        .flat_map(|((_, _, tag), q)| q.into_iter().map(move |(r, i)| (r, i, tag)))
+        .collect();
+    left.sort_unstable();
+    m.unmatched_sends = left;
+    m
+}
+
+/// Pairs every send with its receive and counts the violations.
+pub fn check(t: &Trace) -> Check {
+    let clocks = Clocks::of(t);
+    let m = pair_messages(t);
+    let mut c = Check {
+        pairs: m.pairs.len() as u64,
+        unmatched_sends: m.unmatched_sends.len() as u64,
+        unmatched_receives: m.unmatched_receives.len() as u64,
+        ..Check::default()
+    };
+    for p in &m.pairs {
+        let (from, si) = p.send;
+        let (rank, ri) = p.recv;
+        let begin = t.ranks[from].events[si].begin;
+        let end = t.ranks[rank].events[ri].end;
+        if end < begin {
+            c.violations_before += 1;
+        }
+        if clocks.suspended_at(from, begin) && clocks.suspended_at(rank, end) {
+            c.inside_suspensions += 1;
+        } else if clocks.corrected(rank, end) < clocks.corrected(from, begin) {
+            c.violations_after += 1;
+        }
+    }
     c
 }
 

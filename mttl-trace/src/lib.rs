@@ -10,17 +10,21 @@
 //!
 //! Files: `read` (files and blocks), `report` (`info` and `stats`),
 //! `clock` (offsets and suspensions), `analysis` (`timeline`,
-//! `reconstruct`, `check`).
+//! `reconstruct`, `check`), `export` (Perfetto and OTF2).
 
 mod analysis;
 mod clock;
+mod export;
 mod read;
 mod report;
 
 pub use analysis::{
-    check, check_report, reconstruct, reconstruct_report, timeline, Check, ReconstructedRank,
-    Reconstruction,
+    check, check_report, kept_in_reconstruction, pair_messages, reconstruct, reconstruct_report,
+    timeline, Check, MessagePair, Messages, ReconstructedRank, Reconstruction,
 };
 pub use clock::{is_tracing, Clocks};
+pub use export::otf2::{export_otf2, otf2_dir_usable, OTF2_BUILT};
+pub use export::perfetto::{export_perfetto, proto as perfetto_proto};
+pub use export::{ExportError, ExportOptions, ExportSummary};
 pub use read::{parse, read_dir, read_file, Ending, RankTrace, ReadError, Trace};
 pub use report::{info, stats};

@@ -7,9 +7,12 @@
 //! mttl-trace reconstruct DIR  suspensions removed: the run time and per-rank totals
 //! mttl-trace check DIR        every receive after its send, every send received
 //!                             (exits 1 when a violation remains after correction)
+//! mttl-trace export DIR --perfetto FILE  the run for ui.perfetto.dev
+//! mttl-trace export DIR --otf2 OUT       the run for Vampir (cargo feature `otf2`)
+//!                                        (--reconstructed: the suspensions removed)
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -52,6 +55,23 @@ enum Command {
         /// The trace directory.
         dir: PathBuf,
     },
+    /// Writes the run for other tools: Perfetto (ui.perfetto.dev) and OTF2
+    /// (Vampir, Scalasca; needs the cargo feature `otf2`).
+    #[command(group(clap::ArgGroup::new("format").required(true).multiple(true)))]
+    Export {
+        /// The trace directory.
+        dir: PathBuf,
+        /// Write Perfetto's protobuf trace format to FILE.
+        #[arg(long, value_name = "FILE", group = "format")]
+        perfetto: Option<PathBuf>,
+        /// Write an OTF2 archive into DIR (new or empty).
+        #[arg(long, value_name = "DIR", group = "format")]
+        otf2: Option<PathBuf>,
+        /// Remove the suspensions (as `reconstruct` does) instead of
+        /// showing them.
+        #[arg(long)]
+        reconstructed: bool,
+    },
 }
 
 /// A command's text and whether it passed.
@@ -62,9 +82,70 @@ fn check(t: &mttl_trace::Trace) -> (String, bool) {
     (mttl_trace::check_report(&c), !c.failed())
 }
 
+/// `export`: each format asked for, each output said; fails on the
+/// first that cannot be written.
+fn export(
+    trace: &mttl_trace::Trace,
+    perfetto: Option<PathBuf>,
+    otf2: Option<PathBuf>,
+    opts: mttl_trace::ExportOptions,
+) -> Result<(), mttl_trace::ExportError> {
+    let mut noted = false;
+    let mut done = |what: &str, path: &Path, s: mttl_trace::ExportSummary| {
+        if !noted {
+            for note in &s.notes {
+                eprintln!("mttl-trace: {note}");
+            }
+            noted = true;
+        }
+        println!(
+            "{what} {}: {} ranks, {} tracks, {} slices, {} instants, {} messages, {:.3} ms",
+            path.display(),
+            s.ranks,
+            s.tracks,
+            s.slices,
+            s.instants,
+            s.flows,
+            s.span as f64 / 1e6
+        );
+    };
+    if let Some(path) = perfetto {
+        let s = mttl_trace::export_perfetto(trace, &path, opts)?;
+        done("wrote Perfetto trace", &path, s);
+    }
+    if let Some(dir) = otf2 {
+        let s = mttl_trace::export_otf2(trace, &dir, opts)?;
+        done("wrote OTF2 archive", &dir.join("traces.otf2"), s);
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (dir, report): (_, Report) = match cli.command {
+        Command::Export {
+            dir,
+            perfetto,
+            otf2,
+            reconstructed,
+        } => {
+            // Refuse an unusable OTF2 directory before writing anything.
+            if let Some(Err(e)) = otf2.as_deref().map(mttl_trace::otf2_dir_usable) {
+                eprintln!("mttl-trace: {e}");
+                return ExitCode::FAILURE;
+            }
+            let opts = mttl_trace::ExportOptions { reconstructed };
+            let done = mttl_trace::read_dir(&dir)
+                .map_err(|e| e.to_string())
+                .and_then(|t| export(&t, perfetto, otf2, opts).map_err(|e| e.to_string()));
+            return match done {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("mttl-trace: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Command::Info { dir } => (dir, |t| (mttl_trace::info(t), true)),
         Command::Stats { dir } => (dir, |t| (mttl_trace::stats(t), true)),
         Command::Timeline { dir } => (dir, |t| (mttl_trace::timeline(t), true)),

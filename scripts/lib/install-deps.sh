@@ -1,13 +1,17 @@
 # Installs the Debian packages the MPI backend needs to build and run: Open
 # MPI (library, headers, mpirun), libclang (for rsmpi's bindgen) and
-# pkg-config; and iproute2 (`ip`), with which a test stages a vanished host
-# in network namespaces. Sourced by scripts/test-all and .ci/run; does
+# pkg-config; iproute2 (`ip`), with which a test stages a vanished host
+# in network namespaces; the OTF2 library and tools (mttl-trace's feature
+# `otf2`, and `otf2-print`, which its tests read archives with); and
+# protobuf-compiler (`protoc --decode_raw`, the tests' independent decoder
+# of Perfetto exports). Sourced by scripts/test-all and .ci/run; does
 # nothing when they are there. `install_slurm` installs a one-node Slurm's
 # daemons for the Slurm test (CI only: on a workstation the packages would
 # register system services).
 
 install_deps() {
-    install_packages openmpi-bin libopenmpi-dev libclang-dev pkg-config iproute2
+    install_packages openmpi-bin libopenmpi-dev libclang-dev pkg-config iproute2 \
+        libotf2-trace-dev otf2-tools protobuf-compiler
 }
 
 install_slurm() {
