@@ -58,12 +58,13 @@ pub struct BcastArgs {
     /// Repetitions of every real job's series (interleaved).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
     reps: u64,
-    /// The unit of work in the real jobs (the heavy rank's sleep), ms.
-    #[arg(long, default_value_t = 10.0)]
-    work_ms: f64,
-    /// The unit of work in the simulator, µs.
-    #[arg(long, default_value_t = 1000.0)]
-    sim_work_us: f64,
+    /// Units of work in the real jobs (the heavy rank's sleep), ms,
+    /// comma-separated: the paper's growing matrix size.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,2,10")]
+    work_ms: Vec<f64>,
+    /// Units of work in the simulator, µs, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000")]
+    sim_work_us: Vec<f64>,
     /// Bytes broadcast.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(8..=(64 << 20)))]
     bytes: u64,
@@ -90,12 +91,13 @@ pub struct BcastArgs {
 /// Runs `mttl-bench bcast`: the orchestrator, or a worker rank when
 /// started with `--worker`.
 pub fn run(args: BcastArgs) -> Result<(), BenchError> {
-    if !(args.work_ms > 0.0 && args.work_ms <= 10_000.0)
-        || !(args.sim_work_us > 0.0 && args.sim_work_us <= 1e7)
+    let units = args.work_ms.iter().map(|ms| ms * 1e-3);
+    if let Some(bad) = units
+        .chain(args.sim_work_us.iter().map(|us| us * 1e-6))
+        .find(|&s| !(s > 0.0 && s <= 10.0))
     {
         return Err(BenchError::Usage(format!(
-            "--work-ms {} / --sim-work-us {}: both must be positive (at most 10 s)",
-            args.work_ms, args.sim_work_us
+            "a unit of work of {bad} s: --work-ms and --sim-work-us must be positive, at most 10 s"
         )));
     }
     if let Some(&n) = args
@@ -113,16 +115,18 @@ pub fn run(args: BcastArgs) -> Result<(), BenchError> {
         .clone()
         .unwrap_or_else(|| Pattern::ALL.to_vec());
     if args.worker {
-        let (Some(out), [pattern]) = (&args.out, patterns.as_slice()) else {
+        let (Some(out), [pattern], [work_ms]) =
+            (&args.out, patterns.as_slice(), args.work_ms.as_slice())
+        else {
             return Err(BenchError::Usage(
-                "a worker takes --out and exactly one pattern".into(),
+                "a worker takes --out, exactly one pattern and one unit of work".into(),
             ));
         };
         let plan = job::JobPlan {
             pattern: *pattern,
             calls: args.calls as usize,
             reps: args.reps as usize,
-            work: args.work_ms * 1e-3,
+            work: work_ms * 1e-3,
             bytes: args.bytes as usize,
             seed: args.seed,
         };
@@ -145,8 +149,10 @@ pub fn run(args: BcastArgs) -> Result<(), BenchError> {
         })?;
         let result = (|| {
             for &n in &args.ranks {
-                for &pattern in &patterns {
-                    cases.push(job_case(&args, &program, &dir, n, pattern)?);
+                for &work_ms in &args.work_ms {
+                    for &pattern in &patterns {
+                        cases.push(job_case(&args, &program, &dir, n, pattern, work_ms)?);
+                    }
                 }
             }
             Ok::<(), BenchError>(())
@@ -157,7 +163,11 @@ pub fn run(args: BcastArgs) -> Result<(), BenchError> {
     if !args.no_sim {
         let params = mttl_sim::Params::default();
         for &n in &args.sim_ranks {
-            for &pattern in &patterns {
+            for (&work_us, &pattern) in args
+                .sim_work_us
+                .iter()
+                .flat_map(|w| patterns.iter().map(move |p| (w, p)))
+            {
                 let mut series = Vec::new();
                 for algo in Algo::ALL {
                     series.push(sim::series(
@@ -165,7 +175,7 @@ pub fn run(args: BcastArgs) -> Result<(), BenchError> {
                         pattern,
                         algo,
                         args.sim_calls as usize,
-                        args.sim_work_us * 1e-6,
+                        work_us * 1e-6,
                         args.bytes,
                         args.seed,
                         &params,
@@ -175,9 +185,10 @@ pub fn run(args: BcastArgs) -> Result<(), BenchError> {
                     place: "simulated",
                     n,
                     pattern,
+                    work: work_us * 1e-6,
                     note: format!(
-                        "work unit {} us, {} B, LogGOPS L={} o={} g={} G={} ns",
-                        args.sim_work_us, args.bytes, params.l, params.o, params.g, params.big_g
+                        "{} B, LogGOPS L={} o={} g={} G={} ns",
+                        args.bytes, params.l, params.o, params.g, params.big_g
                     ),
                     series,
                 });
@@ -228,7 +239,7 @@ fn method(args: &BcastArgs) -> String {
         "real jobs: one TCP job per size and pattern; each repetition runs binomial, adaptive \
          (a fresh AdaptiveBroadcast), ideal (AdaptiveBroadcast::with_table) and arrival \
          (ArrivalOrderBroadcast) one after the other, order rotated; a call is a barrier, the \
-         rank's work as a sleep ({} ms units), then the broadcast of {} B, timed on every rank \
+         rank's work as a sleep (units of {:?} ms), then the broadcast of {} B, timed on every rank \
          with CLOCK_MONOTONIC corrected by offsets to rank 0 (fastest of 16 invoke round trips). \
          Simulated: one GOAL schedule per call on mttl-sim, the learner fed with the simulated \
          waits. Ratios are per repetition, medians shown.",
@@ -251,8 +262,9 @@ fn job_case(
     dir: &std::path::Path,
     n: usize,
     pattern: Pattern,
+    work_ms: f64,
 ) -> Result<Case, BenchError> {
-    let out = dir.join(format!("{}-{n}.json", pattern.name()));
+    let out = dir.join(format!("{}-{n}-{work_ms}.json", pattern.name()));
     let worker_args: Vec<String> = vec![
         "bcast".into(),
         "--worker".into(),
@@ -265,7 +277,7 @@ fn job_case(
         "--reps".into(),
         args.reps.to_string(),
         "--work-ms".into(),
-        args.work_ms.to_string(),
+        work_ms.to_string(),
         "--bytes".into(),
         args.bytes.to_string(),
         "--seed".into(),
@@ -290,7 +302,7 @@ fn job_case(
         path: out.clone(),
         source,
     })?;
-    parse_job(&text, n, pattern, args).map_err(|detail| BenchError::BadResults {
+    parse_job(&text, n, pattern, work_ms, args).map_err(|detail| BenchError::BadResults {
         config: "bcast",
         path: out,
         detail,
@@ -298,7 +310,13 @@ fn job_case(
 }
 
 /// A worker's results file as a [`Case`].
-fn parse_job(text: &str, n: usize, pattern: Pattern, args: &BcastArgs) -> Result<Case, String> {
+fn parse_job(
+    text: &str,
+    n: usize,
+    pattern: Pattern,
+    work_ms: f64,
+    args: &BcastArgs,
+) -> Result<Case, String> {
     let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let series = doc["series"]
         .as_array()
@@ -339,9 +357,9 @@ fn parse_job(text: &str, n: usize, pattern: Pattern, args: &BcastArgs) -> Result
         place: "tcp job",
         n,
         pattern,
+        work: work_ms * 1e-3,
         note: format!(
-            "work unit {} ms, {} B, clocks within {} us",
-            args.work_ms,
+            "{} B, clocks within {} us",
             args.bytes,
             doc["clock_error_ns"].as_u64().unwrap_or(0) / 1000
         ),

@@ -134,7 +134,9 @@ pub(super) struct Case {
     pub(super) place: &'static str,
     pub(super) n: usize,
     pub(super) pattern: Pattern,
-    /// One line on the conditions (work, bytes, clocks, load).
+    /// The unit of work, seconds.
+    pub(super) work: f64,
+    /// One line on the conditions (bytes, clocks, model).
     pub(super) note: String,
     pub(super) series: Vec<Series>,
 }
@@ -192,10 +194,11 @@ impl Case {
         let reps = self.of(Algo::Binomial).count();
         let _ = writeln!(
             t,
-            "{}, {} ranks, pattern {} ({}); median of {reps} repetition(s)",
+            "{}, {} ranks, pattern {}, work unit {} ({}); median of {reps} repetition(s)",
             self.place,
             self.n,
             self.pattern.name(),
+            work_label(self.work),
             self.note
         );
         let _ = writeln!(
@@ -267,12 +270,22 @@ impl Case {
             "place": self.place,
             "ranks": self.n,
             "pattern": self.pattern.name(),
+            "work_s": self.work,
             "note": self.note,
             "algorithms": algos,
             "settled_call": self.worst_progress(|s| s.progress.map(|p| p.last_change_broadcast)),
             "settled_phase": self.worst_progress(|s| s.progress.map(|p| p.last_change_phase)),
             "relearn_phases": self.worst_progress(Series::relearn_phases),
         })
+    }
+}
+
+/// A unit of work as `500 us` or `2 ms`.
+fn work_label(seconds: f64) -> String {
+    if seconds < 1e-3 {
+        format!("{} us", (seconds * 1e6 * 1000.0).round() / 1000.0)
+    } else {
+        format!("{} ms", (seconds * 1e3 * 1000.0).round() / 1000.0)
     }
 }
 
@@ -288,7 +301,7 @@ pub(super) struct Verdict {
 pub(super) fn targets(cases: &[Case]) -> Vec<Verdict> {
     let mut out = Vec::new();
     for c in cases {
-        let at = format!("{}, {} ranks", c.place, c.n);
+        let at = format!("{}, {} ranks, work {}", c.place, c.n, work_label(c.work));
         let log2n = (c.n as f64).log2().ceil() as u64;
         match c.pattern {
             Pattern::Heavy if c.n >= 16 => {
@@ -391,6 +404,7 @@ mod tests {
             place: "simulated",
             n: 16,
             pattern: Pattern::Heavy,
+            work: 1e-3,
             note: String::new(),
             series: vec![
                 series(Algo::Binomial, 0, 10.0),
@@ -411,6 +425,7 @@ mod tests {
             place: "simulated",
             n: 16,
             pattern: Pattern::Balanced,
+            work: 1e-3,
             note: String::new(),
             series: vec![
                 series(Algo::Binomial, 0, 10.0),
