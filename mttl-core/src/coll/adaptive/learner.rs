@@ -44,6 +44,16 @@ const SETTLE_BROADCASTS: u64 = 2;
 /// phases than the paper's one swap per phase.
 const MULTI_SWAP_IDLE: usize = 8;
 
+/// A trial counts as worse only when the total wait rose by more than
+/// this (seconds): a rise within the noise of a loaded machine is "stayed",
+/// and the trial is kept.
+const WORSE_MARGIN: f64 = FLOOR;
+
+/// The idle ranks a waiting rank is tried with, in priority order, before
+/// the phases stop searching: on a noisy machine, trying every idle rank
+/// would keep changing the table for as many phases as there are ranks.
+const MAX_CANDIDATES: usize = 4;
+
 /// A settled site re-learns when its total wait grows past this factor of
 /// the settled total (and by more than [`JUMP_FLOOR`]).
 const JUMP_FACTOR: f64 = 2.0;
@@ -391,7 +401,7 @@ impl Learner {
         self.last_total = Some(total);
         let mut made = Vec::new();
         if let Some(mut trial) = self.trial.take() {
-            if total <= trial.before {
+            if total <= trial.before + WORSE_MARGIN {
                 self.single = false;
             } else {
                 // Worse: undo (each swap is its own inverse, undone in
@@ -464,7 +474,7 @@ impl Learner {
             before: total,
             swaps,
             waiter: waiters[0],
-            candidates: idle[1..].iter().copied().collect(),
+            candidates: idle[1..].iter().copied().take(MAX_CANDIDATES - 1).collect(),
         });
     }
 }

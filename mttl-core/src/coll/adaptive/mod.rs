@@ -23,11 +23,12 @@
 //!    its learner: every K-th broadcast of the site (K starts at 1, doubles
 //!    when the total wait changed by at most 25% since the last phase,
 //!    halves otherwise) a phase judges the last trial (undoing it if the
-//!    total wait went up, then trying the next candidate) or swaps the rank
-//!    that waits most with an idle one (most sends first, then fewest
-//!    receives on its path from the root), several pairs at once when at
-//!    least 8 ranks idle. A settled site whose total wait jumps (more than
-//!    doubles, by more than 1 ms) starts again from K = 1.
+//!    total wait went up by more than 250 µs, then trying the next
+//!    candidate, at most 4 per waiting rank before the search stops) or
+//!    swaps the rank that waits most with an idle one (most sends first,
+//!    then fewest receives on its path from the root), several pairs at
+//!    once when at least 8 ranks idle. A settled site whose total wait
+//!    jumps (more than doubles, by more than 1 ms) starts again from K = 1.
 //! 3. The root sends the data down the tree with a trailer: the site's id,
 //!    the table version the tree was computed from, and the swaps just
 //!    made (usually none: 24 bytes, no extra message).
