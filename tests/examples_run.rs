@@ -1,8 +1,8 @@
 //! The examples of a new user's first programs, run as jobs of four ranks
 //! on every backend at a reduced size, each checked by the verification
-//! line it prints: `sample_sort`, `word_count`, `task_farm` and `spmv_bcast` (tests
-//! `tcp::sample_sort`, `local::sample_sort`, `mpi::sample_sort`, ...; the
-//! MPI ones need the cargo feature `mpi`).
+//! line it prints: `sample_sort`, `word_count`, `task_farm` and
+//! `spmv_bcast` (tests `tcp::sample_sort`, `local::sample_sort`,
+//! `mpi::sample_sort`, ...; the MPI ones need the cargo feature `mpi`).
 //!
 //! `cargo test` builds the examples beside the test binaries
 //! (`target/<profile>/examples/`), with the same features, and this test

@@ -169,17 +169,15 @@ pub fn run(args: BcastArgs) -> Result<(), BenchError> {
                 .flat_map(|w| patterns.iter().map(move |p| (w, p)))
             {
                 let mut series = Vec::new();
+                let plan = sim::SimPlan {
+                    calls: args.sim_calls as usize,
+                    work: work_us * 1e-6,
+                    bytes: args.bytes,
+                    seed: args.seed,
+                    params,
+                };
                 for algo in Algo::ALL {
-                    series.push(sim::series(
-                        n,
-                        pattern,
-                        algo,
-                        args.sim_calls as usize,
-                        work_us * 1e-6,
-                        args.bytes,
-                        args.seed,
-                        &params,
-                    )?);
+                    series.push(sim::series(n, pattern, algo, &plan)?);
                 }
                 cases.push(Case {
                     place: "simulated",

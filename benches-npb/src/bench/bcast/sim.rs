@@ -24,19 +24,35 @@ use crate::bench::error::BenchError;
 /// (beyond, the sorted placement alone).
 const IDEAL_SEARCH_MAX: usize = 64;
 
-/// One simulated series: `calls` broadcasts of `bytes` from rank 0 among
-/// `n` ranks under `params`, each rank working `work` seconds times its
+/// What every simulated series of a run shares.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SimPlan {
+    /// Broadcasts per series (per stage of `changing`).
+    pub(super) calls: usize,
+    /// The unit of work, seconds.
+    pub(super) work: f64,
+    pub(super) bytes: u64,
+    /// The seed of the random pattern.
+    pub(super) seed: u64,
+    pub(super) params: Params,
+}
+
+/// One simulated series: `plan.calls` broadcasts of `plan.bytes` from rank
+/// 0 among `n` ranks, each rank working `plan.work` seconds times its
 /// pattern's share before each.
 pub(super) fn series(
     n: usize,
     pattern: Pattern,
     algo: Algo,
-    calls: usize,
-    work: f64,
-    bytes: u64,
-    seed: u64,
-    params: &Params,
+    plan: &SimPlan,
 ) -> Result<Series, BenchError> {
+    let SimPlan {
+        calls,
+        work,
+        bytes,
+        seed,
+        ref params,
+    } = *plan;
     let total = pattern.series_calls(calls);
     let ns = 1e-9;
     let send_cost = (2 * params.o + params.l + params.big_g * bytes) as f64 * ns;
@@ -229,7 +245,14 @@ mod tests {
     #[test]
     fn simulated_series_learn_the_heavy_pattern() {
         let p = Params::default();
-        let run = |algo| series(32, Pattern::Heavy, algo, 40, 1e-3, 1024, 1, &p).unwrap();
+        let plan = SimPlan {
+            calls: 40,
+            work: 1e-3,
+            bytes: 1024,
+            seed: 1,
+            params: p,
+        };
+        let run = |algo| series(32, Pattern::Heavy, algo, &plan).unwrap();
         let steady = |s: &Series| {
             let c = &s.calls[20..];
             c.iter().map(|c| c.bcast).sum::<f64>() / c.len() as f64
