@@ -68,10 +68,10 @@ pub use mttl_core::{
     allreduce_min_slice, allreduce_slice, allreduce_sum, allreduce_sum_slice, alltoall,
     alltoall_slice, alltoallv, backend_name, barrier, broadcast, broadcast_slice, fence, flush,
     gather, invoke, invoke_nowait, rank, reduce, size, spmd, start, stats, try_fence, try_invoke,
-    yield_now, AdaptiveBroadcast, AtomicInt, BorrowError, GlobalArray, GlobalError,
-    GlobalErrorKind, GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut, GlobalSync, MainResult,
-    Pending, Remote, RemoteError, RemoteFunction, RemoteMethod, Stats, SyncCell, MAX_OWNED_BYTES,
-    MAX_OWNED_SENDS,
+    yield_now, AdaptiveBroadcast, AdaptiveModel, ArrivalOrderBroadcast, AtomicInt, BorrowError,
+    GlobalArray, GlobalError, GlobalErrorKind, GlobalObject, GlobalPtr, GlobalRef, GlobalRefMut,
+    GlobalSync, LearningProgress, MainResult, Pending, Remote, RemoteError, RemoteFunction,
+    RemoteMethod, Stats, SyncCell, MAX_OWNED_BYTES, MAX_OWNED_SENDS,
 };
 pub use mttl_macros::{main, remote};
 

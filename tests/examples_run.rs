@@ -1,8 +1,8 @@
 //! The examples of a new user's first programs, run as jobs of four ranks
 //! on every backend at a reduced size, each checked by the verification
-//! line it prints: `sample_sort`, `word_count` and `task_farm` (tests
-//! `tcp::sample_sort`, `local::sample_sort`, `mpi::sample_sort`, ...; the
-//! MPI ones need the cargo feature `mpi`).
+//! line it prints: `sample_sort`, `word_count`, `task_farm` and
+//! `spmv_bcast` (tests `tcp::sample_sort`, `local::sample_sort`,
+//! `mpi::sample_sort`, ...; the MPI ones need the cargo feature `mpi`).
 //!
 //! `cargo test` builds the examples beside the test binaries
 //! (`target/<profile>/examples/`), with the same features, and this test
@@ -54,6 +54,12 @@ const TASK_FARM: Example = Example {
     name: "task_farm",
     args: &["2000"],
     verified: &["task_farm: 2000 tasks on 4 nodes", "each done once: OK"],
+};
+
+const SPMV_BCAST: Example = Example {
+    name: "spmv_bcast",
+    args: &["4000", "10", "20"],
+    verified: &["spmv_bcast: 4000 rows", "on 4 nodes", "check: OK"],
 };
 
 /// The example binary `name`, built by cargo beside this test binary
@@ -117,6 +123,11 @@ macro_rules! examples_on {
             #[test]
             fn task_farm() {
                 run(Backend::$backend, &TASK_FARM);
+            }
+
+            #[test]
+            fn spmv_bcast() {
+                run(Backend::$backend, &SPMV_BCAST);
             }
         }
     };

@@ -73,7 +73,7 @@ pub use coll::{
     adaptive_tables, allgather, allreduce, allreduce_max, allreduce_max_slice, allreduce_min,
     allreduce_min_slice, allreduce_slice, allreduce_sum, allreduce_sum_slice, alltoall,
     alltoall_slice, alltoallv, barrier, broadcast, broadcast_slice, gather, reduce,
-    AdaptiveBroadcast,
+    AdaptiveBroadcast, AdaptiveModel, ArrivalOrderBroadcast, LearningProgress,
 };
 pub use context::{backend_name, flush, rank, size, stats};
 pub use global::{

@@ -9,6 +9,7 @@
 //! the sweeps, the best-of and paired figures, the notes, the targets'
 //! verdicts, the results files and the plots are the engine's.
 
+pub mod bcast;
 pub mod comm;
 mod error;
 pub mod load;

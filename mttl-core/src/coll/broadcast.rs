@@ -1,14 +1,18 @@
 //! `broadcast`: one node's value to every node, down a binomial tree
 //! rooted at the sender, or (`MTTL_BCAST=adaptive`, or an
 //! [`AdaptiveBroadcast`](super::adaptive::AdaptiveBroadcast)) down the
-//! tree that the call site's table gives (see [`super::adaptive`]). Inner
-//! nodes forward the bytes they received without decoding them again.
+//! tree that the call site's table gives (see [`super::adaptive`]), or
+//! (`MTTL_BCAST=arrival`, or an
+//! [`ArrivalOrderBroadcast`](super::arrival::ArrivalOrderBroadcast)) down
+//! trees made in the order the ranks arrive (see [`super::arrival`]).
+//! Inner nodes forward the bytes they received without decoding them
+//! again.
 
 use mttl_comm::Rank;
 
 use super::adaptive::{self, Mode, Site};
-use super::algorithm;
 use super::mailbox::{Kind, Op};
+use super::{algorithm, arrival};
 use super::{check_element_size, check_root};
 use crate::codec::{self, Decode, Encode};
 use crate::thread::BlockReason;
@@ -51,6 +55,8 @@ pub(super) enum How {
     Binomial,
     /// The tree of this site's table.
     Adaptive(Site),
+    /// Trees made within the call, in the ranks' order of arrival.
+    Arrival,
 }
 
 impl How {
@@ -61,6 +67,7 @@ impl How {
         match adaptive::mode() {
             Mode::Binomial => How::Binomial,
             Mode::Adaptive => How::Adaptive(adaptive::call_site(std::panic::Location::caller())),
+            Mode::Arrival => How::Arrival,
         }
     }
 }
@@ -77,6 +84,7 @@ fn down(
         How::Adaptive(site) => {
             adaptive::broadcast_down(op, root, site, bytes.map(std::borrow::Cow::into_owned))
         }
+        How::Arrival => arrival::broadcast_down(op, root, bytes.as_deref()),
     }
 }
 

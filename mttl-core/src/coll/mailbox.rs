@@ -472,6 +472,19 @@ impl Op {
         }
     }
 
+    /// Takes step `step` of this collective from whichever node sent it,
+    /// if one is filed already; never blocks.
+    pub(super) fn try_recv_any(&self, step: u8) -> Option<(Rank, Vec<u8>)> {
+        with_state(|st| {
+            let found = st
+                .mailbox
+                .range((self.seq, 0, step)..=(self.seq, Rank::MAX, step))
+                .map(|(&k, _)| k)
+                .find(|k| k.2 == step)?;
+            st.mailbox.remove(&found).map(|p| (found.1, p.body))
+        })
+    }
+
     /// Stops the job: the nodes disagree about this collective.
     pub(super) fn fail(&self, why: &str) -> ! {
         let why = format!("{} #{}: {why}", self.kind, self.seq);

@@ -42,7 +42,7 @@
 //! | collective  | algorithm                                               | hops                |
 //! |-------------|---------------------------------------------------------|---------------------|
 //! | `barrier`   | `fence`, then dissemination                             | `ceil(log2 n)`      |
-//! | `broadcast` | binomial tree rooted at the root (or learned: `adaptive`) | `ceil(log2 n)`    |
+//! | `broadcast` | binomial tree rooted at the root (or learned: `adaptive`; or in arrival order: `arrival`) | `ceil(log2 n)` |
 //! | `reduce`    | binomial tree rooted at 0, then 0 → root if another     | `ceil(log2 n)` (+1) |
 //! | `allreduce` | recursive doubling on the next power of two             | `ceil(log2 n)`      |
 //! | `gather`    | binomial tree rooted at the root, frames concatenated   | `ceil(log2 n)`      |
@@ -78,6 +78,7 @@
 mod adaptive;
 mod algorithm;
 mod alltoall;
+mod arrival;
 mod barrier;
 mod broadcast;
 mod gather;
@@ -88,8 +89,9 @@ mod suspension;
 
 use mttl_comm::Rank;
 
-pub use adaptive::{adaptive_tables, AdaptiveBroadcast};
+pub use adaptive::{adaptive_tables, AdaptiveBroadcast, AdaptiveModel, LearningProgress};
 pub use alltoall::{alltoall, alltoall_slice, alltoallv};
+pub use arrival::ArrivalOrderBroadcast;
 pub use barrier::barrier;
 pub use broadcast::{broadcast, broadcast_slice};
 pub use gather::{allgather, gather};

@@ -44,6 +44,16 @@ const SETTLE_BROADCASTS: u64 = 2;
 /// phases than the paper's one swap per phase.
 const MULTI_SWAP_IDLE: usize = 8;
 
+/// A trial counts as worse only when the total wait rose by more than
+/// this (seconds): a rise within the noise of a loaded machine is "stayed",
+/// and the trial is kept.
+const WORSE_MARGIN: f64 = FLOOR;
+
+/// The idle ranks a waiting rank is tried with, in priority order, before
+/// the phases stop searching: on a noisy machine, trying every idle rank
+/// would keep changing the table for as many phases as there are ranks.
+const MAX_CANDIDATES: usize = 4;
+
 /// A settled site re-learns when its total wait grows past this factor of
 /// the settled total (and by more than [`JUMP_FLOOR`]).
 const JUMP_FACTOR: f64 = 2.0;
@@ -60,6 +70,12 @@ pub(crate) enum TableError {
     Root(Rank),
     #[error("a swap of rank {0} with itself")]
     SelfSwap(Rank),
+    #[error("a table of {got} ranks for a job of {size}")]
+    Length { got: usize, size: usize },
+    #[error("virtual rank {0} appears twice or is out of range: a table is a permutation")]
+    NotPermutation(Rank),
+    #[error("the root {root} has virtual rank {got}, not 0")]
+    RootMoved { root: Rank, got: Rank },
 }
 
 /// The map from real rank to virtual rank (the place in the binomial tree
@@ -94,6 +110,50 @@ impl Table {
             to_virtual,
             to_real,
         }
+    }
+
+    /// The table giving real rank `r` the virtual rank `to_virtual[r]`,
+    /// checked to be a permutation of a job of `n` with `root` at 0.
+    pub(crate) fn from_virtual(
+        n: usize,
+        root: Rank,
+        to_virtual: &[Rank],
+    ) -> Result<Table, TableError> {
+        if to_virtual.len() != n {
+            return Err(TableError::Length {
+                got: to_virtual.len(),
+                size: n,
+            });
+        }
+        if root >= n {
+            return Err(TableError::OutOfRange {
+                rank: root,
+                size: n,
+            });
+        }
+        let mut to_real = vec![usize::MAX; n];
+        for (r, &v) in to_virtual.iter().enumerate() {
+            if v >= n || to_real[v] != usize::MAX {
+                return Err(TableError::NotPermutation(v));
+            }
+            to_real[v] = r;
+        }
+        if to_virtual[root] != 0 {
+            return Err(TableError::RootMoved {
+                root,
+                got: to_virtual[root],
+            });
+        }
+        Ok(Table {
+            root,
+            to_virtual: to_virtual.to_vec(),
+            to_real,
+        })
+    }
+
+    /// The rank at virtual 0.
+    pub(crate) fn root(&self) -> Rank {
+        self.root
     }
 
     pub(crate) fn size(&self) -> usize {
@@ -230,6 +290,27 @@ pub(crate) struct Learner {
     /// After a multi-swap trial failed, search one swap at a time until a
     /// trial is kept.
     single: bool,
+    progress: LearningProgress,
+}
+
+/// How far one site's learning went, as its root counts: broadcasts,
+/// optimization phases, and the phases that changed the table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LearningProgress {
+    /// Broadcasts of the site so far.
+    pub broadcasts: u64,
+    /// Optimization phases run (every K-th broadcast, K adapting).
+    pub phases: u64,
+    /// Phases that changed the table (a swap, several, or an undo with the
+    /// next candidate).
+    pub changes: u64,
+    /// The broadcast (counted from 1) whose phase last changed the table,
+    /// 0 if none did: from the one after it on, the table is settled.
+    pub last_change_broadcast: u64,
+    /// The phase (counted from 1) that last changed the table, 0 if none.
+    pub last_change_phase: u64,
+    /// The phases that restarted learning on a changed pattern.
+    pub relearns: u64,
 }
 
 impl Learner {
@@ -244,7 +325,13 @@ impl Learner {
             calm: None,
             exhausted: false,
             single: false,
+            progress: LearningProgress::default(),
         }
+    }
+
+    /// How far the learning went.
+    pub(crate) fn progress(&self) -> LearningProgress {
+        self.progress
     }
 
     /// Takes `rank`'s reported evaluation (seconds); reports from ranks
@@ -273,6 +360,7 @@ impl Learner {
     pub(crate) fn after_broadcast(&mut self, table: &mut Table) -> Vec<(Rank, Rank)> {
         self.since_phase += 1;
         self.since_change = self.since_change.saturating_add(1);
+        self.progress.broadcasts += 1;
         let total = self.total();
         if let Some(calm) = self.calm {
             if total > JUMP_FACTOR * calm && total - calm > JUMP_FLOOR {
@@ -282,6 +370,7 @@ impl Learner {
                 self.single = false;
                 self.interval = 1;
                 self.since_phase = self.interval;
+                self.progress.relearns += 1;
             }
         }
         if self.since_phase < self.interval || self.since_change < SETTLE_BROADCASTS {
@@ -289,8 +378,12 @@ impl Learner {
         }
         self.since_phase = 0;
         let swaps = self.phase(table, total);
+        self.progress.phases += 1;
         if !swaps.is_empty() {
             self.since_change = 0;
+            self.progress.changes += 1;
+            self.progress.last_change_broadcast = self.progress.broadcasts;
+            self.progress.last_change_phase = self.progress.phases;
         }
         swaps
     }
@@ -308,7 +401,7 @@ impl Learner {
         self.last_total = Some(total);
         let mut made = Vec::new();
         if let Some(mut trial) = self.trial.take() {
-            if total <= trial.before {
+            if total <= trial.before + WORSE_MARGIN {
                 self.single = false;
             } else {
                 // Worse: undo (each swap is its own inverse, undone in
@@ -381,7 +474,7 @@ impl Learner {
             before: total,
             swaps,
             waiter: waiters[0],
-            candidates: idle[1..].iter().copied().collect(),
+            candidates: idle[1..].iter().copied().take(MAX_CANDIDATES - 1).collect(),
         });
     }
 }

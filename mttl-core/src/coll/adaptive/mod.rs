@@ -8,7 +8,8 @@
 //! It runs when `MTTL_BCAST=adaptive` (for every [`broadcast`] and
 //! [`broadcast_slice`], keyed by their caller's location), or for an
 //! [`AdaptiveBroadcast`] a program keeps. `MTTL_BCAST=binomial` (the
-//! default) leaves the plain binomial broadcast untouched.
+//! default) leaves the plain binomial broadcast untouched; `arrival` picks
+//! the within-call baseline of [`super::arrival`].
 //!
 //! [`broadcast`]: crate::broadcast
 //! [`broadcast_slice`]: crate::broadcast_slice
@@ -22,11 +23,12 @@
 //!    its learner: every K-th broadcast of the site (K starts at 1, doubles
 //!    when the total wait changed by at most 25% since the last phase,
 //!    halves otherwise) a phase judges the last trial (undoing it if the
-//!    total wait went up, then trying the next candidate) or swaps the rank
-//!    that waits most with an idle one (most sends first, then fewest
-//!    receives on its path from the root), several pairs at once when at
-//!    least 8 ranks idle. A settled site whose total wait jumps (more than
-//!    doubles, by more than 1 ms) starts again from K = 1.
+//!    total wait went up by more than 250 µs, then trying the next
+//!    candidate, at most 4 per waiting rank before the search stops) or
+//!    swaps the rank that waits most with an idle one (most sends first,
+//!    then fewest receives on its path from the root), several pairs at
+//!    once when at least 8 ranks idle. A settled site whose total wait
+//!    jumps (more than doubles, by more than 1 ms) starts again from K = 1.
 //! 3. The root sends the data down the tree with a trailer: the site's id,
 //!    the table version the tree was computed from, and the swaps just
 //!    made (usually none: 24 bytes, no extra message).
@@ -48,6 +50,7 @@
 //!    it could finish this broadcast.
 
 mod learner;
+mod model;
 mod site;
 
 use std::cell::{Cell, RefCell};
@@ -57,7 +60,9 @@ use std::time::Instant;
 use mttl_comm::Rank;
 use rustc_hash::FxHashMap;
 
-use self::learner::{Evaluation, Learner, Table};
+pub use self::learner::LearningProgress;
+use self::learner::{Evaluation, Learner, Table, TableError};
+pub use self::model::AdaptiveModel;
 pub(crate) use self::site::Site;
 pub use self::site::{adaptive_tables, AdaptiveBroadcast};
 use super::algorithm::STEP_DOWN;
@@ -82,6 +87,7 @@ const TRAILER_LEN: usize = 24;
 pub(crate) enum Mode {
     Binomial,
     Adaptive,
+    Arrival,
 }
 
 /// One site and root as this rank knows it.
@@ -93,6 +99,8 @@ struct SiteState {
     eval: Evaluation,
     /// On the root: the optimizer.
     learner: Option<Learner>,
+    /// A table given by the program, never learned.
+    fixed: bool,
 }
 
 thread_local! {
@@ -114,6 +122,35 @@ fn next_instance(at: &'static Location<'static>) -> u32 {
     })
 }
 
+/// Gives `site` the fixed table `to_virtual` for `root` (a job of `n`).
+fn fix_table(site: Site, root: Rank, n: usize, to_virtual: &[Rank]) -> Result<(), TableError> {
+    let table = Table::from_virtual(n, root, to_virtual)?;
+    SITES.with(|sites| {
+        sites.borrow_mut().insert(
+            (site.id(), root),
+            SiteState {
+                site,
+                table,
+                version: 0,
+                eval: Evaluation::default(),
+                learner: None,
+                fixed: true,
+            },
+        )
+    });
+    Ok(())
+}
+
+/// The learning progress of `site` and `root`, on the root.
+fn progress_of(site: Site, root: Rank) -> Option<LearningProgress> {
+    SITES.with(|sites| {
+        sites
+            .borrow()
+            .get(&(site.id(), root))
+            .and_then(|st| st.learner.as_ref().map(Learner::progress))
+    })
+}
+
 /// This rank's table of `site` and `root`, if it has broadcast there.
 fn table_of(site: Site, root: Rank) -> Option<Vec<Rank>> {
     SITES.with(|sites| {
@@ -131,9 +168,10 @@ pub(super) fn start() -> Result<(), String> {
         Ok(v) => match v.as_str() {
             "" | "binomial" => Mode::Binomial,
             "adaptive" => Mode::Adaptive,
+            "arrival" => Mode::Arrival,
             other => {
                 return Err(format!(
-                    "{VAR}={other} is not a broadcast algorithm: use binomial or adaptive"
+                    "{VAR}={other} is not a broadcast algorithm: use binomial, adaptive or arrival"
                 ))
             }
         },
@@ -164,6 +202,7 @@ fn with_site<R>(site: Site, root: Rank, n: usize, f: impl FnOnce(&mut SiteState)
             version: 0,
             eval: Evaluation::default(),
             learner: None,
+            fixed: false,
         });
         f(st)
     })
@@ -184,8 +223,12 @@ pub(super) fn broadcast_down(
         let len = body.len();
         let children = with_site(site, root, n, |st| {
             let children: Vec<Rank> = st.table.children(root).collect();
-            let learner = st.learner.get_or_insert_with(|| Learner::new(n));
-            let swaps = learner.after_broadcast(&mut st.table);
+            let swaps = if st.fixed {
+                Vec::new()
+            } else {
+                let learner = st.learner.get_or_insert_with(|| Learner::new(n));
+                learner.after_broadcast(&mut st.table)
+            };
             push_trailer(&mut body, site.id(), st.version, &swaps);
             if !swaps.is_empty() {
                 st.version += 1;
@@ -232,7 +275,7 @@ pub(super) fn broadcast_down(
             ));
         }
         let children: Vec<Rank> = st.table.children(op.rank).collect();
-        let report = st.eval.record(wait);
+        let report = if st.fixed { None } else { st.eval.record(wait) };
         if !trailer.swaps.is_empty() {
             st.table.apply(&trailer.swaps).map_err(|e| {
                 format!("the root's change to the table of {} is invalid: {e}", st.site)

@@ -10,6 +10,7 @@ use std::panic::Location;
 use mttl_comm::Rank;
 
 use super::super::broadcast::{broadcast_slice_with, broadcast_with, How};
+use super::LearningProgress;
 
 /// One site: a source location and an instance number there.
 #[derive(Debug, Clone, Copy)]
@@ -108,6 +109,28 @@ impl AdaptiveBroadcast {
     /// learned tree.
     pub fn broadcast_slice<T: bytemuck::Pod>(&self, root: Rank, values: &mut [T]) {
         broadcast_slice_with(root, values, How::Adaptive(self.site));
+    }
+
+    /// A broadcast down the fixed table `to_virtual` (the virtual rank of
+    /// each real rank, `root` at 0) that never learns: e.g. the best table
+    /// for a known pattern, found offline, to compare the learned one
+    /// with. Make it on every rank with the same table. An error names
+    /// what is wrong if the table is not a permutation of the job's ranks
+    /// with `root` at 0.
+    #[track_caller]
+    pub fn with_table(root: Rank, to_virtual: &[Rank]) -> Result<AdaptiveBroadcast, String> {
+        let at = Location::caller();
+        let site = Site::new(at, super::next_instance(at));
+        super::fix_table(site, root, crate::context::size(), to_virtual)
+            .map_err(|e| format!("AdaptiveBroadcast::with_table at {at}: {e}"))?;
+        Ok(AdaptiveBroadcast { site })
+    }
+
+    /// On `root`: how far this broadcast's learning went for `root`
+    /// (broadcasts, phases, changes); `None` on the other ranks, before
+    /// the first broadcast, and for a fixed table.
+    pub fn progress(&self, root: Rank) -> Option<LearningProgress> {
+        super::progress_of(self.site, root)
     }
 
     /// This rank's current table for `root`: the virtual rank of each real

@@ -315,3 +315,58 @@ fn a_changed_pattern_is_learned_again() {
     );
     assert!(learner.interval() > 8, "K grows again once learned");
 }
+
+#[test]
+fn a_rise_within_the_margin_keeps_the_trial() {
+    let mut t = Table::new(16, 0);
+    let mut learner = Learner::new(16);
+    learner.report(3, 0.010);
+    let first = learner.after_broadcast(&mut t);
+    assert_eq!(first.len(), 1);
+    let (_, z) = first[0];
+    // Noise: the total rose, but by less than the margin.
+    learner.report(3, 0.0);
+    learner.report(z, 0.010 + WORSE_MARGIN / 2.0);
+    for _ in 0..SETTLE_BROADCASTS - 1 {
+        assert!(learner.after_broadcast(&mut t).is_empty());
+    }
+    let next = learner.after_broadcast(&mut t);
+    assert!(!next.contains(&first[0]), "kept, not undone: {next:?}");
+    let mut expected = Table::new(16, 0);
+    expected.swap(3, z).unwrap();
+    for &(a, b) in &next {
+        expected.swap(a, b).unwrap();
+    }
+    assert_eq!(t, expected);
+}
+
+#[test]
+fn a_waiter_is_tried_with_a_few_candidates_then_the_search_stops() {
+    let mut t = Table::new(16, 0);
+    let mut learner = Learner::new(16);
+    learner.report(3, 0.010);
+    let mut tried = Vec::new();
+    let mut quiet = 0;
+    for _ in 0..400 {
+        let swaps = learner.after_broadcast(&mut t);
+        // Whoever takes rank 3's trouble waits three times as long.
+        if let Some(&(a, z)) = swaps.last() {
+            if a == 3 && t.virtual_of(3) != Table::new(16, 0).virtual_of(3) {
+                tried.push(z);
+                for r in 0..16 {
+                    learner.report(r, if r == z { 0.030 } else { 0.0 });
+                }
+            } else {
+                for r in 0..16 {
+                    learner.report(r, if r == 3 { 0.010 } else { 0.0 });
+                }
+            }
+            quiet = 0;
+        } else {
+            quiet += 1;
+        }
+    }
+    assert_eq!(tried.len(), MAX_CANDIDATES, "{tried:?}");
+    assert!(quiet > 300, "the search stopped");
+    assert_eq!(t, Table::new(16, 0), "every worse trial was undone");
+}
