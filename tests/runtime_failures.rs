@@ -29,6 +29,8 @@ on_every_backend!(
     not_local:
     ranks_of_different_programs_are_refused_at_start_up =>
         "its ranks are two different programs; a local job's ranks run one",
+    ranks_with_different_broadcasts_are_refused_at_start_up =>
+        "a local job's ranks share one environment",
 );
 
 #[mttl::remote]
@@ -238,26 +240,14 @@ fn ranks_of_different_programs_are_refused_at_start_up(t: Scenario) {
         }));
     }
     let other = other_program();
-    let outputs: Vec<JobOutput> = match t.backend {
-        Backend::Tcp => run_tcp_pair(&t, &other),
-        Backend::Mpi => vec![run_mpi_pair(&t, &other)],
-        Backend::Local => unreachable!("not run on local (see on_every_backend! above)"),
-    };
+    let outputs = run_pair(&t, Command::new(&other));
     let only_here = "only on rank 0: ";
     let only_there = format!("only on rank 1: {OTHER_PROGRAM}::{OTHER_PROGRAM} fn(");
     for out in &outputs {
         out.assert_ranks_code(t.backend, 2);
         assert!(!out.stdout.contains("main ran"), "{}", out.stdout);
     }
-    let stderr: String = outputs.iter().map(|o| o.stderr.as_str()).collect();
-    let all = JobOutput {
-        what: "the two programs".to_owned(),
-        status: outputs[0].status,
-        stdout: String::new(),
-        stderr,
-        ended: outputs[0].ended,
-        elapsed: outputs[0].elapsed,
-    };
+    let all = joined(&outputs);
     for rank in [
         "mttl: rank 0: refusing to start",
         "mttl: rank 1: refused at start-up",
@@ -268,9 +258,60 @@ fn ranks_of_different_programs_are_refused_at_start_up(t: Scenario) {
     all.stderr_line(&[&only_there]);
 }
 
+/// Rank 1 broadcasts by another algorithm than rank 0: it would wait for
+/// messages rank 0 never sends, so both stop at start-up, naming the
+/// settings.
+fn ranks_with_different_broadcasts_are_refused_at_start_up(t: Scenario) {
+    if t.in_job() {
+        std::process::exit(mttl::start(|| {
+            println!("rank 0's main ran although the ranks' broadcasts differ");
+        }));
+    }
+    let mut rank1 = t.rank_command();
+    rank1.env("MTTL_BCAST", "arrival");
+    let outputs = run_pair(&t, rank1);
+    for out in &outputs {
+        out.assert_ranks_code(t.backend, 2);
+        assert!(!out.stdout.contains("main ran"), "{}", out.stdout);
+    }
+    let all = joined(&outputs);
+    for rank in [
+        "mttl: rank 0: refusing to start",
+        "mttl: rank 1: refused at start-up",
+    ] {
+        all.stderr_line(&[
+            rank,
+            "rank 1 runs with MTTL_BCAST=arrival",
+            "rank 0 with MTTL_BCAST=binomial",
+            "every rank must have the same MTTL_BCAST",
+        ]);
+    }
+}
+
+/// Runs this test binary as rank 0 and `rank1` as rank 1 of one job.
+fn run_pair(t: &Scenario, rank1: Command) -> Vec<JobOutput> {
+    match t.backend {
+        Backend::Tcp => run_tcp_pair(t, rank1),
+        Backend::Mpi => vec![run_mpi_pair(t, rank1)],
+        Backend::Local => unreachable!("not run on local (see on_every_backend! above)"),
+    }
+}
+
+/// The stderr of a pair's outputs as one job's.
+fn joined(outputs: &[JobOutput]) -> JobOutput {
+    JobOutput {
+        what: "the two ranks".to_owned(),
+        status: outputs[0].status,
+        stdout: String::new(),
+        stderr: outputs.iter().map(|o| o.stderr.as_str()).collect(),
+        ended: outputs[0].ended,
+        elapsed: outputs[0].elapsed,
+    }
+}
+
 /// Starts the two ranks of a TCP job by hand, with the launch environment
 /// of `mttl_comm::env`, and waits for both.
-fn run_tcp_pair(t: &Scenario, other: &std::path::Path) -> Vec<JobOutput> {
+fn run_tcp_pair(t: &Scenario, rank1: Command) -> Vec<JobOutput> {
     let _turn = runtime_support::job_turn();
     let root = format!("127.0.0.1:{}", free_port());
     let secret = new_secret_hex();
@@ -285,10 +326,7 @@ fn run_tcp_pair(t: &Scenario, other: &std::path::Path) -> Vec<JobOutput> {
     };
     let ranks = [
         ("rank 0 (this test)", with_launch_env(t.rank_command(), 0)),
-        (
-            "rank 1 (the other program)",
-            with_launch_env(Command::new(other), 1),
-        ),
+        ("rank 1", with_launch_env(rank1, 1)),
     ];
     let started: Vec<_> = ranks
         .into_iter()
@@ -300,8 +338,9 @@ fn run_tcp_pair(t: &Scenario, other: &std::path::Path) -> Vec<JobOutput> {
         .collect()
 }
 
-/// Runs the two programs as one MPI job (`mpirun ... -np 1 A : -np 1 B`).
-fn run_mpi_pair(t: &Scenario, other: &std::path::Path) -> JobOutput {
+/// Runs the two commands as one MPI job (`mpirun ... -np 1 A : -np 1 env
+/// VARS B`: rank 1's own environment goes through `env`).
+fn run_mpi_pair(t: &Scenario, rank1: Command) -> JobOutput {
     let mut cmd = Command::new(runtime_support::mpirun());
     if runtime_support::mpirun_kind() == Mpirun::OpenMpi {
         cmd.args(["--oversubscribe", "-x", "MTTL_BACKEND=mpi"]);
@@ -322,8 +361,13 @@ fn run_mpi_pair(t: &Scenario, other: &std::path::Path) -> JobOutput {
     cmd.args(["-np", "1"])
         .arg(this.get_program())
         .args(this.get_args())
-        .args([":", "-np", "1"])
-        .arg(other)
+        .args([":", "-np", "1", "env"])
+        .args(rank1.get_envs().filter_map(|(k, v)| {
+            let v = v?;
+            Some(format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+        }))
+        .arg(rank1.get_program())
+        .args(rank1.get_args())
         .env_remove(launch_env::NP)
         .env_remove(launch_env::RANK);
     runtime_support::run_captured("mpirun with two programs", cmd, Duration::from_secs(60))

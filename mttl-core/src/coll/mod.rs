@@ -89,6 +89,13 @@ mod suspension;
 
 use mttl_comm::Rank;
 
+/// The collectives' settings every rank must share (the start-up check
+/// compares them): a rank broadcasting by another algorithm would wait for
+/// messages the others never send.
+pub(crate) fn agreed_settings() -> String {
+    format!("MTTL_BCAST={}", adaptive::mode().name())
+}
+
 pub use adaptive::{adaptive_tables, AdaptiveBroadcast, AdaptiveModel, LearningProgress};
 pub use alltoall::{alltoall, alltoall_slice, alltoallv};
 pub use arrival::ArrivalOrderBroadcast;

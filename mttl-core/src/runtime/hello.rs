@@ -1,9 +1,11 @@
 //! Start-up step 3: the ranks check that they run the same program.
 //!
 //! 1. Every rank but 0 sends `HELLO` with the digest of its registry of
-//!    remote functions and their listing, then waits for rank 0's answer.
-//! 2. Rank 0 takes one `HELLO` from each rank and compares its digest with
-//!    its own, explaining each difference from the listing.
+//!    remote functions, the settings every rank must share (the
+//!    collectives' and tracing's `agreed_settings`) and the registry's
+//!    listing, then waits for rank 0's answer.
+//! 2. Rank 0 takes one `HELLO` from each rank and compares its digest and
+//!    settings with its own, explaining each difference.
 //! 3. It answers every rank with `HELLO_ACK`: `STATUS_OK`, or
 //!    `STATUS_ERROR` and the differences.
 //!    With `STATUS_OK` goes the job's id (8 bytes), drawn by rank 0: the
@@ -30,8 +32,13 @@ pub(super) fn check_registries() -> u64 {
             return new_job_id();
         }
         if cx.rank != 0 {
-            let header = HeaderBuf::with_capacity(8).u64(reg.digest()).bytes;
-            if let Err(e) = cx.post(0, wire::HELLO, &header, reg.listing().as_bytes()) {
+            let settings = agreed_settings();
+            let header = HeaderBuf::with_capacity(12)
+                .u64(reg.digest())
+                .u32(settings.len() as u32)
+                .bytes;
+            let body = [settings.as_bytes(), reg.listing().as_bytes()].concat();
+            if let Err(e) = cx.post(0, wire::HELLO, &header, &body) {
                 cx.comm_failed(&e);
             }
             let ack = match cx.comm.recv_from(0, None) {
@@ -59,10 +66,11 @@ pub(super) fn check_registries() -> u64 {
                 ),
             };
         }
+        let ours = agreed_settings();
         let mut problems = Vec::new();
         for _ in 1..cx.size {
             let m = match cx.comm.recv_any(None) {
-                Ok(Some(m)) if m.tag == wire::HELLO && m.data.len() >= 8 => m,
+                Ok(Some(m)) if m.tag == wire::HELLO && m.data.len() >= 12 => m,
                 Ok(Some(m)) => cx.fail(
                     &format!(
                         "rank {} sent kind {} before the start-up check",
@@ -74,10 +82,20 @@ pub(super) fn check_registries() -> u64 {
                 Err(e) => cx.comm_failed(&e),
             };
             cx.stats.recv += 1;
-            let digest = Fields(&m.data[..8]).u64();
+            let mut fields = Fields(&m.data[..12]);
+            let digest = fields.u64();
+            let rest = &m.data[12..];
+            let (settings, listing) = rest.split_at((fields.u32() as usize).min(rest.len()));
+            let settings = String::from_utf8_lossy(settings);
+            if settings != ours {
+                problems.push(format!(
+                    "rank {} runs with {settings}, rank 0 with {ours}: every rank must have \
+                     the same MTTL_BCAST and MTTL_TRACE, MTTL_TRACE_FLUSH and MTTL_TRACE_RESYNC",
+                    m.source
+                ));
+            }
             if digest != reg.digest() {
-                problems
-                    .push(reg.explain_mismatch(m.source, &String::from_utf8_lossy(&m.data[8..])));
+                problems.push(reg.explain_mismatch(m.source, &String::from_utf8_lossy(listing)));
             }
         }
         let job_id = new_job_id();
@@ -105,6 +123,16 @@ pub(super) fn check_registries() -> u64 {
         }
         job_id
     })
+}
+
+/// The settings that change which messages the ranks exchange, so that
+/// every rank must have the same.
+fn agreed_settings() -> String {
+    format!(
+        "{}; {}",
+        crate::coll::agreed_settings(),
+        crate::trace::agreed_settings()
+    )
 }
 
 /// A fresh job id: the time, this process and a counter, mixed

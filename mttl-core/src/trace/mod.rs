@@ -162,6 +162,23 @@ pub(crate) fn now() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The tracing settings every rank must share (the start-up check
+/// compares them): tracing on or off and how buffers are flushed change
+/// the messages that follow each collective. The directory, buffer and
+/// threshold may differ.
+pub(crate) fn agreed_settings() -> String {
+    match config::Config::from_env() {
+        Ok(None) => format!("{TRACE_VAR} unset"),
+        Ok(Some(c)) => format!(
+            "{TRACE_VAR} set with {FLUSH_VAR} {:?} and {RESYNC_VAR}={}",
+            c.policy,
+            if c.resync_each { "each" } else { "start" }
+        ),
+        // Reported with the variable and value when tracing starts.
+        Err(_) => format!("{TRACE_VAR} set, with a bad setting"),
+    }
+}
+
 /// Starts tracing on this rank if `MTTL_TRACE` asks for it: checks the
 /// settings, creates the directory and this rank's file, writes its header.
 /// An error (a bad setting, an unwritable directory) is a sentence for the

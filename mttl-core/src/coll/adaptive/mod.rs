@@ -90,6 +90,17 @@ pub(crate) enum Mode {
     Arrival,
 }
 
+impl Mode {
+    /// The value of `MTTL_BCAST` that chooses it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mode::Binomial => "binomial",
+            Mode::Adaptive => "adaptive",
+            Mode::Arrival => "arrival",
+        }
+    }
+}
+
 /// One site and root as this rank knows it.
 #[derive(Debug)]
 struct SiteState {
