@@ -42,6 +42,8 @@ pub const HOST_PREFIX: &str = "mttl-h";
 pub const WIRE_NS: &str = "mttl-wire";
 /// Where the lab keeps its state, the wire's pid file and its log.
 pub const STATE_DIR: &str = "/run/mttl-netlab";
+/// The file in [`STATE_DIR`] holding the latency the wire applies, ns.
+pub const WIRE_LATENCY_FILE: &str = "wire.latency_ns";
 /// The most hosts one /24 and the port naming allow comfortably.
 pub const MAX_HOSTS: usize = 200;
 
@@ -333,9 +335,39 @@ fn build(hosts: usize, profile: &Profile, choice: WireChoice) -> Result<Lab, Lab
             // The wire reads the state to learn the hosts and the profile.
             lab.save()?;
             start_wire()?;
+            report_calibration(&lab, crate::calibrate::calibrate(&lab)?);
         }
     }
     Ok(lab)
+}
+
+/// Says what the calibration found.
+fn report_calibration(lab: &Lab, c: crate::calibrate::Calibration) {
+    let latency = lab.profile.latency.as_secs_f64() * 1e6;
+    let applied = c.applied_ns as f64 / 1e3;
+    println!(
+        "calibrated: the wire's own cost is {:.1} µs one way, so it applies {applied:.1} µs of the profile's {latency:.1} µs",
+        latency - applied
+    );
+    if c.applied_ns == 0 && c.residual_ns > 0 {
+        println!(
+            "calibrated: this machine cannot reach the profile's latency: the wire's own cost exceeds it by {:.1} µs one way",
+            c.residual_ns as f64 / 1e3
+        );
+    }
+}
+
+/// `calibrate`: measures the wire's own cost again (the machine's load
+/// changed) and applies it.
+pub fn recalibrate() -> Result<(), LabError> {
+    sys::require_root()?;
+    let lab = Lab::load()?.ok_or(LabError::NotUp)?;
+    if lab.wire == WireKind::Netem {
+        println!("calibrate: nothing to do: kernel netem delays frames in the sender's own path");
+        return Ok(());
+    }
+    report_calibration(&lab, crate::calibrate::calibrate(&lab)?);
+    Ok(())
 }
 
 /// Netem on each switch port (downlink: latency and rate) and each host's
