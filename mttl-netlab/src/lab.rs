@@ -637,6 +637,10 @@ pub fn host_namespace(host: &str) -> Result<String, LabError> {
 }
 
 /// `exec HOST -- CMD`: replaces this process with CMD in the host.
+///
+/// Launchers started there reach the other lab hosts through `rsh`: CMD
+/// gets `MTTL_RSH` (for `mttlrun`) and `OMPI_MCA_plm_rsh_agent` (for Open
+/// MPI's `mpirun`) naming `mttl-netlab rsh`, unless they are set already.
 pub fn exec(host: &str, command: &[String]) -> Result<(), LabError> {
     sys::require_root()?;
     let ns = host_namespace(host)?;
@@ -645,15 +649,26 @@ pub fn exec(host: &str, command: &[String]) -> Result<(), LabError> {
             "exec: no command given (mttl-netlab exec HOST -- CMD ...)".into(),
         ));
     }
-    let err = Command::new("ip")
-        .args(["netns", "exec", &ns])
-        .args(command)
-        .exec();
+    let mut child = Command::new("ip");
+    child.args(["netns", "exec", &ns]).args(command);
+    if let Ok(me) = std::env::current_exe() {
+        let agent = format!("{} rsh", me.display());
+        for var in REMOTE_SHELL_VARS {
+            if std::env::var_os(var).is_none() {
+                child.env(var, &agent);
+            }
+        }
+    }
+    let err = child.exec();
     Err(LabError::Command {
         command: format!("ip netns exec {ns} {}", command.join(" ")),
         why: err.to_string(),
     })
 }
+
+/// The variables through which `mttlrun` and Open MPI's `mpirun` take their
+/// remote shell.
+pub const REMOTE_SHELL_VARS: [&str; 2] = ["MTTL_RSH", "OMPI_MCA_plm_rsh_agent"];
 
 #[cfg(test)]
 mod tests {
