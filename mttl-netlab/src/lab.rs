@@ -604,8 +604,11 @@ pub fn status() -> Result<(), LabError> {
         WireKind::Netem => println!("wire: kernel netem (bridge br0 in {WIRE_NS})"),
         WireKind::User => match Lab::wire_pid() {
             Some(pid) => println!(
-                "wire: user-space, pid {pid}, running, {:.2} CPU s so far (log {})",
+                "wire: user-space, pid {pid}, running, {:.2} CPU s so far, applying {:.1} µs of the profile's latency (the rest is its own cost; log {})",
                 sys::cpu_seconds(pid).unwrap_or(0.0),
+                crate::calibrate::applied_ns()
+                    .unwrap_or(lab.profile.latency.as_nanos() as u64) as f64
+                    / 1e3,
                 log_file().display()
             ),
             None => println!(
