@@ -86,7 +86,7 @@ pub fn calibrate(lab: &Lab) -> Result<Calibration, LabError> {
         let own = own.median().as_nanos() as i64;
         let expected = 2 * one_way + own;
         residual = (rtt.median().as_nanos() as i64 - expected) / 2;
-        let good_enough = residual.abs() as f64 <= check::RTT_TOLERANCE / 4.0 * expected as f64;
+        let good_enough = residual.abs() as f64 <= check::TOLERANCE / 4.0 * expected as f64;
         let next = next_applied(applied, residual, latency);
         if good_enough || next == applied {
             break;
