@@ -42,6 +42,8 @@ pub const HOST_PREFIX: &str = "mttl-h";
 pub const WIRE_NS: &str = "mttl-wire";
 /// Where the lab keeps its state, the wire's pid file and its log.
 pub const STATE_DIR: &str = "/run/mttl-netlab";
+/// The file in [`STATE_DIR`] holding the latency the wire applies, ns.
+pub const WIRE_LATENCY_FILE: &str = "wire.latency_ns";
 /// The most hosts one /24 and the port naming allow comfortably.
 pub const MAX_HOSTS: usize = 200;
 
@@ -333,9 +335,39 @@ fn build(hosts: usize, profile: &Profile, choice: WireChoice) -> Result<Lab, Lab
             // The wire reads the state to learn the hosts and the profile.
             lab.save()?;
             start_wire()?;
+            report_calibration(&lab, crate::calibrate::calibrate(&lab)?);
         }
     }
     Ok(lab)
+}
+
+/// Says what the calibration found.
+fn report_calibration(lab: &Lab, c: crate::calibrate::Calibration) {
+    let latency = lab.profile.latency.as_secs_f64() * 1e6;
+    let applied = c.applied_ns as f64 / 1e3;
+    println!(
+        "calibrated: the wire's own cost is {:.1} µs one way, so it applies {applied:.1} µs of the profile's {latency:.1} µs",
+        latency - applied
+    );
+    if c.applied_ns == 0 && c.residual_ns > 0 {
+        println!(
+            "calibrated: this machine cannot reach the profile's latency: the wire's own cost exceeds it by {:.1} µs one way",
+            c.residual_ns as f64 / 1e3
+        );
+    }
+}
+
+/// `calibrate`: measures the wire's own cost again (the machine's load
+/// changed) and applies it.
+pub fn recalibrate() -> Result<(), LabError> {
+    sys::require_root()?;
+    let lab = Lab::load()?.ok_or(LabError::NotUp)?;
+    if lab.wire == WireKind::Netem {
+        println!("calibrate: nothing to do: kernel netem delays frames in the sender's own path");
+        return Ok(());
+    }
+    report_calibration(&lab, crate::calibrate::calibrate(&lab)?);
+    Ok(())
 }
 
 /// Netem on each switch port (downlink: latency and rate) and each host's
@@ -572,8 +604,11 @@ pub fn status() -> Result<(), LabError> {
         WireKind::Netem => println!("wire: kernel netem (bridge br0 in {WIRE_NS})"),
         WireKind::User => match Lab::wire_pid() {
             Some(pid) => println!(
-                "wire: user-space, pid {pid}, running, {:.2} CPU s so far (log {})",
+                "wire: user-space, pid {pid}, running, {:.2} CPU s so far, applying {:.1} µs of the profile's latency (the rest is its own cost; log {})",
                 sys::cpu_seconds(pid).unwrap_or(0.0),
+                crate::calibrate::applied_ns()
+                    .unwrap_or(lab.profile.latency.as_nanos() as u64) as f64
+                    / 1e3,
                 log_file().display()
             ),
             None => println!(
@@ -605,6 +640,10 @@ pub fn host_namespace(host: &str) -> Result<String, LabError> {
 }
 
 /// `exec HOST -- CMD`: replaces this process with CMD in the host.
+///
+/// Launchers started there reach the other lab hosts through `rsh`: CMD
+/// gets `MTTL_RSH` (for `mttlrun`) and `OMPI_MCA_plm_rsh_agent` (for Open
+/// MPI's `mpirun`) naming `mttl-netlab rsh`, unless they are set already.
 pub fn exec(host: &str, command: &[String]) -> Result<(), LabError> {
     sys::require_root()?;
     let ns = host_namespace(host)?;
@@ -613,15 +652,26 @@ pub fn exec(host: &str, command: &[String]) -> Result<(), LabError> {
             "exec: no command given (mttl-netlab exec HOST -- CMD ...)".into(),
         ));
     }
-    let err = Command::new("ip")
-        .args(["netns", "exec", &ns])
-        .args(command)
-        .exec();
+    let mut child = Command::new("ip");
+    child.args(["netns", "exec", &ns]).args(command);
+    if let Ok(me) = std::env::current_exe() {
+        let agent = format!("{} rsh", me.display());
+        for var in REMOTE_SHELL_VARS {
+            if std::env::var_os(var).is_none() {
+                child.env(var, &agent);
+            }
+        }
+    }
+    let err = child.exec();
     Err(LabError::Command {
         command: format!("ip netns exec {ns} {}", command.join(" ")),
         why: err.to_string(),
     })
 }
+
+/// The variables through which `mttlrun` and Open MPI's `mpirun` take their
+/// remote shell.
+pub const REMOTE_SHELL_VARS: [&str; 2] = ["MTTL_RSH", "OMPI_MCA_plm_rsh_agent"];
 
 #[cfg(test)]
 mod tests {

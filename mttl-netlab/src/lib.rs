@@ -7,10 +7,11 @@
 //! queue come from kernel netem where the kernel has it, else from the
 //! user-space wire, a forwarder that paces and delays every frame. See
 //! [`lab`] for what `up` makes and how `down` finds it, [`link`] for the
-//! link model, [`wire`] for the forwarder, [`check`] for the faithfulness
+//! link model, [`wire`] for the forwarder, [`calibrate`] for taking its own cost out, [`check`] for the faithfulness
 //! check and [`rsh`] for launching across hosts with `mttlrun`.
 #![cfg(target_os = "linux")]
 
+pub mod calibrate;
 pub mod check;
 mod error;
 pub mod lab;

@@ -79,6 +79,13 @@ impl Switch {
         }
     }
 
+    /// Changes the latency of frames that enter from now on. A lower one
+    /// may release a frame before one that entered earlier; each
+    /// destination's queue stays FIFO, so such a frame waits for it.
+    pub fn set_latency(&mut self, latency_ns: u64) {
+        self.latency_ns = latency_ns;
+    }
+
     /// Step 1: a frame of `size` bytes from `src` arrived at `arrival`;
     /// returns when its last bit reached the switch, or `None` if dropped.
     pub fn enter(&mut self, src: usize, arrival: u64, size: u64) -> Option<u64> {

@@ -48,6 +48,9 @@ mod linux {
             #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
             args: Vec<String>,
         },
+        /// Measure the user-space wire's own latency again (as `up` does) and
+        /// take it out of the latency it applies.
+        Calibrate,
         /// Measure round trip and bandwidth between two hosts against the profile.
         Check {
             #[arg(long, default_value = "mttl-h0")]
@@ -73,6 +76,7 @@ mod linux {
             Cmd::Down => lab::down().map(|()| true),
             Cmd::Status => lab::status().map(|()| true),
             Cmd::Exec { host, command } => lab::exec(&host, &command).map(|()| true),
+            Cmd::Calibrate => lab::recalibrate().map(|()| true),
             Cmd::Rsh { args } => rsh::run(&args).map(|()| true),
             Cmd::Check { from, to, seconds } => {
                 if !(seconds > 0.0 && seconds <= 600.0) {
