@@ -43,11 +43,9 @@ mod measure;
 mod report;
 mod worker;
 
-use clap::ValueEnum;
-
 use self::report::Summary;
 pub use crate::bench::error::BenchError;
-use crate::bench::sweep::jobs::{self, BenchConfig, SweepArgs};
+use crate::bench::sweep::jobs::{self, bench_configs, SweepArgs, OMPI_TCP};
 use crate::bench::sweep::report::{self as rep, Report};
 
 /// The default sizes: 8 B to 16 MiB.
@@ -70,94 +68,31 @@ const RETRIES: usize = 2;
 /// The largest size accepted (bandwidth windows hold several in memory).
 const MAX_SIZE: u64 = 256 << 20;
 
-/// A communication stack to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
-pub enum Config {
-    /// mttl's TCP backend, launched by mttl's launcher.
-    Tcp,
-    /// mttl's MPI backend, launched by `mpirun`.
-    Mpi,
-    /// Plain rsmpi, Open MPI's default transport.
-    RawMpi,
-    /// Plain rsmpi over Open MPI's TCP transport.
-    RawMpiTcp,
-    /// mttl's MPI backend and plain rsmpi taking turns in one job.
-    MpiVsRaw,
-    /// Plain rsmpi against itself, taking turns in one job: the control.
-    RawVsRaw,
-}
-
-impl BenchConfig for Config {
-    fn name(self) -> &'static str {
-        match self {
-            Config::Tcp => "tcp",
-            Config::Mpi => "mpi",
-            Config::RawMpi => "raw-mpi",
-            Config::RawMpiTcp => "raw-mpi-tcp",
-            Config::MpiVsRaw => "mpi-vs-raw",
-            Config::RawVsRaw => "raw-vs-raw",
-        }
+bench_configs! {
+    /// A communication stack to measure.
+    pub enum Config {
+        /// mttl's TCP backend, launched by mttl's launcher.
+        Tcp => "tcp", "mttl-tcp", false, &[],
+            "mttl TCP backend (AnyComm), launched by mttl_comm::launch::run";
+        /// Plain rsmpi over Open MPI's TCP transport.
+        RawMpiTcp => "raw-mpi-tcp", "ompi-tcp", true, OMPI_TCP,
+            "raw rsmpi Send/Recv/Isend, no mttl, Open MPI's TCP transport \
+             (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)";
+        /// mttl's MPI backend, launched by `mpirun`.
+        Mpi => "mpi", "mttl-mpi", true, &[], "mttl MPI backend (AnyComm), launched by mpirun";
+        /// Plain rsmpi, Open MPI's default transport.
+        RawMpi => "raw-mpi", "raw-mpi", true, &[],
+            "raw rsmpi Send/Recv/Isend, no mttl, Open MPI's default transport (shared memory)";
+        /// mttl's MPI backend and plain rsmpi taking turns in one job.
+        MpiVsRaw => "mpi-vs-raw", "1 job", true, &[],
+            "mttl MPI backend and raw rsmpi in one mpirun job, taking turns at each size \
+             (mpi, raw, raw, mpi, ...); the ratio is the job's median mpi sample over its \
+             median raw sample";
+        /// Plain rsmpi against itself, taking turns in one job: the control.
+        RawVsRaw => "raw-vs-raw", "control", true, &[],
+            "raw rsmpi against itself in one mpirun job (two endpoints with buffers of their \
+             own), taking turns as mpi-vs-raw does: the control of the 1 job column";
     }
-
-    fn column(self) -> &'static str {
-        match self {
-            Config::Tcp => "mttl-tcp",
-            Config::Mpi => "mttl-mpi",
-            Config::RawMpi => "raw-mpi",
-            Config::RawMpiTcp => "ompi-tcp",
-            Config::MpiVsRaw => "1 job",
-            Config::RawVsRaw => "control",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Config::Tcp => "mttl TCP backend (AnyComm), launched by mttl_comm::launch::run",
-            Config::Mpi => "mttl MPI backend (AnyComm), launched by mpirun",
-            Config::RawMpi => {
-                "raw rsmpi Send/Recv/Isend, no mttl, Open MPI's default transport (shared memory)"
-            }
-            Config::RawMpiTcp => {
-                "raw rsmpi Send/Recv/Isend, no mttl, Open MPI's TCP transport \
-                 (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)"
-            }
-            Config::MpiVsRaw => {
-                "mttl MPI backend and raw rsmpi in one mpirun job, taking turns at each size \
-                 (mpi, raw, raw, mpi, ...); the ratio is the job's median mpi sample over its \
-                 median raw sample"
-            }
-            Config::RawVsRaw => {
-                "raw rsmpi against itself in one mpirun job (two endpoints with buffers of their \
-                 own), taking turns as mpi-vs-raw does: the control of the 1 job column"
-            }
-        }
-    }
-
-    fn needs_mpi(self) -> bool {
-        self != Config::Tcp
-    }
-
-    fn job_env(self) -> Vec<(String, String)> {
-        if self != Config::RawMpiTcp {
-            return Vec::new();
-        }
-        vec![
-            ("OMPI_MCA_pml".into(), "ob1".into()),
-            ("OMPI_MCA_btl".into(), "tcp,self".into()),
-        ]
-    }
-}
-
-impl Config {
-    /// Every configuration, in table order.
-    pub(super) const ALL: [Config; 6] = [
-        Config::Tcp,
-        Config::RawMpiTcp,
-        Config::Mpi,
-        Config::RawMpi,
-        Config::MpiVsRaw,
-        Config::RawVsRaw,
-    ];
 }
 
 /// Arguments of `mttl-bench comm`.
@@ -198,7 +133,7 @@ pub fn run(args: CommArgs) -> Result<(), BenchError> {
     let reps = args.sweep.reps;
     let swept = args.sweep.sweep(
         "comm",
-        &Config::ALL,
+        Config::ALL,
         (args.settle, RETRIES),
         |config, sweep| {
             let mut extra = vec!["--sizes".to_owned(), size_list.join(",")];
@@ -210,7 +145,7 @@ pub fn run(args: CommArgs) -> Result<(), BenchError> {
         |_| None,
     )?;
     let summary = Summary::new(&sizes, &swept.runs);
-    let mut report = Report::new("comm", reps, &Config::ALL, &swept, RETRIES);
+    let mut report = Report::new("comm", reps, Config::ALL, &swept, RETRIES);
     report.method = method_lines(reps, args.settle, &swept.configs());
     report.tables = summary.tables();
     report.targets = summary.targets();
@@ -282,9 +217,7 @@ mod tests {
 
     #[test]
     fn configs_name_themselves_as_clap_does() {
-        for c in Config::ALL {
-            assert_eq!(Config::from_str(c.name(), false), Ok(c));
-        }
+        jobs::assert_named_as_clap_does::<Config>();
         assert!(parse_size("1G").is_err() && parse_size("16M").is_ok());
     }
 }

@@ -36,92 +36,35 @@ mod report;
 use std::path::Path;
 use std::time::Duration;
 
-use clap::ValueEnum;
-
 use self::report::Summary;
 use super::comm::endpoint::mttl_comm_worker;
 pub use crate::bench::error::BenchError;
-use crate::bench::sweep::jobs::{self, BenchConfig, Measured, SweepArgs};
+use crate::bench::sweep::jobs::{self, bench_configs, BenchConfig, Measured, SweepArgs};
 use crate::bench::sweep::report::{self as rep, spin_us_setting, Report};
 use crate::bench::sweep::BUSY_WARNING;
 
-/// What to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
-pub enum Config {
-    /// The thread scheduler alone, in the orchestrator's process.
-    Sched,
-    /// An mttl program on the TCP backend.
-    Tcp,
-    /// An mttl program on the MPI backend.
-    Mpi,
-    /// A ping-pong through the comm layer on TCP.
-    CommTcp,
-    /// A ping-pong through the comm layer on MPI.
-    CommMpi,
-    /// A ping-pong of plain rsmpi.
-    RawMpi,
-}
-
-impl BenchConfig for Config {
-    fn name(self) -> &'static str {
-        match self {
-            Config::Sched => "sched",
-            Config::Tcp => "tcp",
-            Config::Mpi => "mpi",
-            Config::CommTcp => "comm-tcp",
-            Config::CommMpi => "comm-mpi",
-            Config::RawMpi => "raw-mpi",
-        }
-    }
-
-    fn column(self) -> &'static str {
-        match self {
-            Config::Tcp => "mttl-tcp",
-            Config::Mpi => "mttl-mpi",
-            other => other.name(),
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Config::Sched => {
-                "mttl's thread scheduler alone: threads run by run_ready on the native stack, \
-                 no runtime loop, no network"
-            }
-            Config::Tcp => "an mttl program on the TCP backend, 2 ranks (mttl_comm::launch::run)",
-            Config::Mpi => "an mttl program on the MPI backend, 2 ranks (mpirun)",
-            Config::CommTcp => "16-byte ping-pong through AnyComm on the TCP backend, no runtime",
-            Config::CommMpi => "16-byte ping-pong through AnyComm on the MPI backend, no runtime",
-            Config::RawMpi => {
-                "16-byte ping-pong of plain rsmpi Send/Recv, no mttl, Open MPI's default \
-                 transport (shared memory)"
-            }
-        }
-    }
-
-    fn needs_mpi(self) -> bool {
-        matches!(self, Config::Mpi | Config::CommMpi | Config::RawMpi)
-    }
-}
-
-impl Config {
-    /// Every configuration, in the order of a first sweep.
-    const ALL: [Config; 6] = [
-        Config::Sched,
-        Config::Tcp,
-        Config::CommTcp,
-        Config::Mpi,
-        Config::CommMpi,
-        Config::RawMpi,
-    ];
-
-    /// The backend an mttl configuration must run on.
-    fn backend(self) -> &'static str {
-        if self.needs_mpi() {
-            "mpi"
-        } else {
-            "tcp"
-        }
+bench_configs! {
+    /// What to measure.
+    pub enum Config {
+        /// The thread scheduler alone, in the orchestrator's process.
+        Sched => "sched", "sched", false, &[],
+            "mttl's thread scheduler alone: threads run by run_ready on the native stack, \
+             no runtime loop, no network";
+        /// An mttl program on the TCP backend.
+        Tcp => "tcp", "mttl-tcp", false, &[],
+            "an mttl program on the TCP backend, 2 ranks (mttl_comm::launch::run)";
+        /// A ping-pong through the comm layer on TCP.
+        CommTcp => "comm-tcp", "comm-tcp", false, &[],
+            "16-byte ping-pong through AnyComm on the TCP backend, no runtime";
+        /// An mttl program on the MPI backend.
+        Mpi => "mpi", "mttl-mpi", true, &[], "an mttl program on the MPI backend, 2 ranks (mpirun)";
+        /// A ping-pong through the comm layer on MPI.
+        CommMpi => "comm-mpi", "comm-mpi", true, &[],
+            "16-byte ping-pong through AnyComm on the MPI backend, no runtime";
+        /// A ping-pong of plain rsmpi.
+        RawMpi => "raw-mpi", "raw-mpi", true, &[],
+            "16-byte ping-pong of plain rsmpi Send/Recv, no mttl, Open MPI's default \
+             transport (shared memory)";
     }
 }
 
@@ -152,7 +95,7 @@ pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
     let extra = ["--sample-ms".to_owned(), args.sample_ms.to_string()];
     let swept = args.sweep.sweep(
         "runtime",
-        &Config::ALL,
+        Config::ALL,
         (args.settle, 0),
         |_, _| extra.to_vec(),
         |config| {
@@ -163,7 +106,7 @@ pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
         },
     )?;
     let summary = Summary::new(&swept.runs);
-    let mut report = Report::new("runtime", args.sweep.reps, &Config::ALL, &swept, 0);
+    let mut report = Report::new("runtime", args.sweep.reps, Config::ALL, &swept, 0);
     report.method = method_lines(&args, &swept.configs());
     report.tables = format!(
         "mttl runtime micro-benchmarks, 2 ranks on this machine, best of {} run(s)\n\n{}",
@@ -241,8 +184,6 @@ mod tests {
 
     #[test]
     fn configs_name_themselves_as_clap_does() {
-        for c in Config::ALL {
-            assert_eq!(Config::from_str(c.name(), false), Ok(c));
-        }
+        jobs::assert_named_as_clap_does::<Config>();
     }
 }

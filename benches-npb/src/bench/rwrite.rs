@@ -32,12 +32,10 @@ mod worker;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::ValueEnum;
-
 use self::report::Summary;
 use self::worker::Task;
-use super::comm::{self, BenchError};
-use crate::bench::sweep::jobs::{self, BenchConfig, SweepArgs};
+use super::comm::BenchError;
+use crate::bench::sweep::jobs::{self, bench_configs, SweepArgs, OMPI_TCP};
 use crate::bench::sweep::report::{self as rep, OutputFiles, Report};
 
 /// How many times a disturbed run is repeated within one sweep.
@@ -49,86 +47,28 @@ const MAX_SIZE: u64 = 64 << 20;
 /// Where the CSV file goes by default; the figure goes beside it.
 const DEFAULT_CSV: &str = "target/mttl-bench/rwrite.csv";
 
-/// A configuration of `mttl-bench rwrite`: a transport of `mttl-bench
-/// comm` and, for mttl on MPI, which write it measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
-pub enum Config {
-    /// mttl's TCP backend, launched by mttl's launcher: `nwrite_slice`.
-    Tcp,
-    /// mttl's MPI backend, launched by `mpirun`: `nwrite_slice`.
-    Mpi,
-    /// mttl's MPI backend: `nwrite_owned`, several writes in flight.
-    MpiOwned,
-    /// Plain rsmpi, Open MPI's default transport.
-    RawMpi,
-    /// Plain rsmpi over Open MPI's TCP transport.
-    RawMpiTcp,
-}
-
-impl BenchConfig for Config {
-    fn name(self) -> &'static str {
-        match self {
-            Config::MpiOwned => "mpi-owned",
-            other => other.transport().name(),
-        }
-    }
-
-    fn column(self) -> &'static str {
-        match self {
-            Config::MpiOwned => "mttl-owned",
-            other => other.transport().column(),
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Config::Tcp => {
-                "an mttl program on the TCP backend: rank 0 nwrite_slices into rank 1's \
-                 GlobalArray<u8>, both call barrier (mttl_comm::launch::run)"
-            }
-            Config::Mpi => "the same mttl program on the MPI backend (mpirun)",
-            Config::MpiOwned => {
-                "the same on the MPI backend with nwrite_owned of one shared buffer (an Arc), \
-                 which returns at once, so up to mttl::MAX_OWNED_SENDS writes are in flight"
-            }
-            Config::RawMpi => {
-                "raw rsmpi: rank 0 MPI_Send, rank 1 MPI_Recv into one buffer, both MPI_Barrier; \
-                 Open MPI's default transport (shared memory)"
-            }
-            Config::RawMpiTcp => {
-                "the same raw rsmpi program over Open MPI's TCP transport \
-                 (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)"
-            }
-        }
-    }
-
-    fn needs_mpi(self) -> bool {
-        self.transport().needs_mpi()
-    }
-
-    fn job_env(self) -> Vec<(String, String)> {
-        self.transport().job_env()
-    }
-}
-
-impl Config {
-    /// Every configuration, in table order.
-    const ALL: [Config; 5] = [
-        Config::Tcp,
-        Config::RawMpiTcp,
-        Config::Mpi,
-        Config::MpiOwned,
-        Config::RawMpi,
-    ];
-
-    /// The communication stack and launch, as `mttl-bench comm` has it.
-    fn transport(self) -> comm::Config {
-        match self {
-            Config::Tcp => comm::Config::Tcp,
-            Config::Mpi | Config::MpiOwned => comm::Config::Mpi,
-            Config::RawMpi => comm::Config::RawMpi,
-            Config::RawMpiTcp => comm::Config::RawMpiTcp,
-        }
+bench_configs! {
+    /// A configuration of `mttl-bench rwrite`: a transport of `mttl-bench
+    /// comm` and, for mttl on MPI, which write it measures.
+    pub enum Config {
+        /// mttl's TCP backend, launched by mttl's launcher: `nwrite_slice`.
+        Tcp => "tcp", "mttl-tcp", false, &[],
+            "an mttl program on the TCP backend: rank 0 nwrite_slices into rank 1's \
+             GlobalArray<u8>, both call barrier (mttl_comm::launch::run)";
+        /// Plain rsmpi over Open MPI's TCP transport.
+        RawMpiTcp => "raw-mpi-tcp", "ompi-tcp", true, OMPI_TCP,
+            "the same raw rsmpi program over Open MPI's TCP transport \
+             (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)";
+        /// mttl's MPI backend, launched by `mpirun`: `nwrite_slice`.
+        Mpi => "mpi", "mttl-mpi", true, &[], "the same mttl program on the MPI backend (mpirun)";
+        /// mttl's MPI backend: `nwrite_owned`, several writes in flight.
+        MpiOwned => "mpi-owned", "mttl-owned", true, &[],
+            "the same on the MPI backend with nwrite_owned of one shared buffer (an Arc), \
+             which returns at once, so up to mttl::MAX_OWNED_SENDS writes are in flight";
+        /// Plain rsmpi, Open MPI's default transport.
+        RawMpi => "raw-mpi", "raw-mpi", true, &[],
+            "raw rsmpi: rank 0 MPI_Send, rank 1 MPI_Recv into one buffer, both MPI_Barrier; \
+             Open MPI's default transport (shared memory)";
     }
 }
 
@@ -193,20 +133,16 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
         extra.extend(["--window".to_owned(), w.to_string()]);
     }
     let sweep = (args.settle, RETRIES);
-    let swept = args.sweep.sweep(
-        "rwrite",
-        &Config::ALL,
-        sweep,
-        |_, _| extra.clone(),
-        |_| None,
-    )?;
+    let swept = args
+        .sweep
+        .sweep("rwrite", Config::ALL, sweep, |_, _| extra.clone(), |_| None)?;
     let summary = Summary::new(&sizes, &swept.runs);
     let title = format!(
         "Remote-write throughput, 2 ranks, best of {} sweep(s)",
         args.sweep.reps
     );
     files.write(&summary.to_csv(), &summary.figure(title))?;
-    let mut report = Report::new("rwrite", args.sweep.reps, &Config::ALL, &swept, RETRIES);
+    let mut report = Report::new("rwrite", args.sweep.reps, Config::ALL, &swept, RETRIES);
     report.method = method_lines(&args, &swept.configs());
     report.tables = summary.tables(args.sweep.reps);
     report.targets = summary.targets();
@@ -260,8 +196,6 @@ mod tests {
     fn sizes_are_bounded_and_configs_named_as_clap_does() {
         assert_eq!(parse_size("4K"), Ok(4096));
         assert!(parse_size("128M").is_err());
-        for c in Config::ALL {
-            assert_eq!(Config::from_str(c.name(), false), Ok(c));
-        }
+        jobs::assert_named_as_clap_does::<Config>();
     }
 }

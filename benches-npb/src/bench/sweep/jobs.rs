@@ -17,30 +17,108 @@ use mttl_comm::{AnyComm, Comm};
 use super::{Sweeps, Swept};
 use crate::bench::error::BenchError;
 
-/// A configuration of a subcommand: something measured by one job.
-pub trait BenchConfig: Copy + PartialEq + 'static {
+/// What a configuration is: how the tables and `--backends` name it, what
+/// runs, and how its job starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
     /// The name `--backends` and `--worker` take.
-    fn name(self) -> &'static str;
+    pub name: &'static str,
+    /// Its column in the tables.
+    pub column: &'static str,
+    /// Whether it runs on MPI (and so needs the cargo feature `mpi`).
+    pub mpi: bool,
+    /// Environment its ranks get besides the launcher's.
+    pub env: &'static [(&'static str, &'static str)],
+    /// One line saying what runs.
+    pub description: &'static str,
+}
+
+/// The environment that puts raw MPI on Open MPI's TCP transport.
+pub const OMPI_TCP: &[(&str, &str)] = &[("OMPI_MCA_pml", "ob1"), ("OMPI_MCA_btl", "tcp,self")];
+
+/// A configuration of a subcommand: something measured by one job,
+/// described by its [`Spec`] (declared with [`bench_configs!`]).
+pub trait BenchConfig: Copy + PartialEq + 'static {
+    /// What it is.
+    fn spec(self) -> &'static Spec;
+
+    /// The name `--backends` and `--worker` take.
+    fn name(self) -> &'static str {
+        self.spec().name
+    }
 
     /// Its column in the tables.
     fn column(self) -> &'static str {
-        self.name()
+        self.spec().column
     }
 
     /// One line saying what runs.
-    fn description(self) -> &'static str;
+    fn description(self) -> &'static str {
+        self.spec().description
+    }
 
     /// Whether it runs on MPI (and so needs the cargo feature `mpi`).
-    fn needs_mpi(self) -> bool;
+    fn needs_mpi(self) -> bool {
+        self.spec().mpi
+    }
 
     /// Environment its ranks get besides the launcher's.
     fn job_env(self) -> Vec<(String, String)> {
-        Vec::new()
+        let env = self.spec().env.iter();
+        env.map(|&(k, v)| (k.to_owned(), v.to_owned())).collect()
+    }
+
+    /// The backend its mttl ranks run on: `mpi` or `tcp`.
+    fn backend(self) -> &'static str {
+        if self.needs_mpi() {
+            "mpi"
+        } else {
+            "tcp"
+        }
     }
 
     /// Whether this build can run it.
     fn available(self) -> bool {
         cfg!(feature = "mpi") || !self.needs_mpi()
+    }
+}
+
+/// Declares a subcommand's configurations: a `clap::ValueEnum` enum with
+/// one variant per row (its doc comment is the option's help), its
+/// [`BenchConfig`] implementation, and `ALL`, every variant in row (table)
+/// order. A row reads `Variant => name, column, needs MPI, environment,
+/// description;`.
+macro_rules! bench_configs {
+    ($(#[$em:meta])* pub enum $ty:ident { $(
+        $(#[$vm:meta])* $v:ident => $name:literal, $col:literal, $mpi:literal, $env:expr,
+        $desc:expr;
+    )* }) => {
+        $(#[$em])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+        pub enum $ty { $($(#[$vm])* $v,)* }
+
+        impl $ty {
+            /// Every configuration, in table order.
+            pub const ALL: &'static [$ty] = &[$($ty::$v),*];
+        }
+
+        impl $crate::bench::sweep::jobs::BenchConfig for $ty {
+            fn spec(self) -> &'static $crate::bench::sweep::jobs::Spec {
+                match self { $($ty::$v => &$crate::bench::sweep::jobs::Spec {
+                    name: $name, column: $col, mpi: $mpi, env: $env, description: $desc,
+                },)* }
+            }
+        }
+    };
+}
+pub(crate) use bench_configs;
+
+/// Checks that every configuration of `C` is named as clap names it (a
+/// test of a [`bench_configs!`] table).
+#[cfg(test)]
+pub(crate) fn assert_named_as_clap_does<C: BenchConfig + clap::ValueEnum + std::fmt::Debug>() {
+    for c in C::value_variants() {
+        assert_eq!(C::from_str(c.name(), false).as_ref(), Ok(c), "{c:?}");
     }
 }
 
