@@ -1,23 +1,15 @@
 //! `mttl-bench comm`: round-trip latency and streaming bandwidth between two
 //! ranks on this machine, for mttl's backends and for raw MPI, side by side.
 //!
-//! | configuration | what runs                                   | launched by                                  |
-//! |---------------|---------------------------------------------|----------------------------------------------|
-//! | `tcp`         | mttl's TCP backend through [`AnyComm`]      | [`launch::run`], TCP                         |
-//! | `mpi`         | mttl's MPI backend through [`AnyComm`]      | [`launch::run`], MPI (`mpirun`)              |
-//! | `raw-mpi`     | plain rsmpi `Send`/`Recv`/`Isend`, no mttl  | `mpirun`, Open MPI's default transport       |
-//! | `raw-mpi-tcp` | the same over Open MPI's TCP transport      | `mpirun`, `pml ob1`, `btl tcp,self`          |
-//! | `mpi-vs-raw`  | `mpi` and `raw-mpi` taking turns in one job | [`launch::run`], MPI (`mpirun`)              |
-//! | `raw-vs-raw`  | `raw-mpi` against itself, the same way      | `mpirun`, Open MPI's default transport       |
+//! The configurations are the rows of [`Config`]: mttl's TCP and MPI
+//! backends through `AnyComm`, plain rsmpi on Open MPI's default and TCP
+//! transports, and two that take turns in one job.
 //!
 //! `mpi-vs-raw` compares the first two in the same processes, on the same
 //! cores, minutes apart at most: separate jobs on a shared VM can run in
 //! fast or slow modes that last a whole job, which a comparison of two jobs
 //! cannot tell from a difference between the stacks; `raw-vs-raw` is its
 //! control.
-//!
-//! [`AnyComm`]: mttl_comm::AnyComm
-//! [`launch::run`]: mttl_comm::launch::run
 //!
 //! The MPI configurations exist only in builds with the cargo feature `mpi`.
 //!
@@ -98,18 +90,11 @@ bench_configs! {
 /// Arguments of `mttl-bench comm`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommArgs {
-    /// Print one JSON document on stdout (the tables go to stderr).
-    #[arg(long)]
-    json: bool,
     /// Message sizes in bytes, comma-separated; K, M and G (or KiB, MiB,
     /// GiB) multiply by 1024, 1024² and 1024³. Default: 8,64,512,4K,16K,64K,
     /// 256K,1M,4M,16M.
     #[arg(long, value_delimiter = ',', value_parser = parse_size)]
     sizes: Option<Vec<u64>>,
-    /// Before each job, wait up to this many seconds for other processes to
-    /// leave the CPUs idle (this machine may be shared).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 3600))]
-    settle: f64,
     #[command(flatten)]
     sweep: SweepArgs<Config>,
     /// A worker of `mpi-vs-raw` or `raw-vs-raw` lets the second stack take
@@ -126,7 +111,7 @@ fn parse_size(text: &str) -> Result<u64, String> {
 /// with `--worker`.
 pub fn run(args: CommArgs) -> Result<(), BenchError> {
     let sizes = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.to_vec());
-    if let (Some(config), Some(out)) = (args.sweep.worker, &args.sweep.out) {
+    if let Some((config, out)) = args.sweep.worker() {
         return worker::worker(config, &sizes, out, args.second_first);
     }
     let size_list: Vec<String> = sizes.iter().map(u64::to_string).collect();
@@ -134,7 +119,7 @@ pub fn run(args: CommArgs) -> Result<(), BenchError> {
     let swept = args.sweep.sweep(
         "comm",
         Config::ALL,
-        (args.settle, RETRIES),
+        RETRIES,
         |config, sweep| {
             let mut extra = vec!["--sizes".to_owned(), size_list.join(",")];
             if sweep % 2 == 1 && matches!(config, Config::MpiVsRaw | Config::RawVsRaw) {
@@ -146,11 +131,11 @@ pub fn run(args: CommArgs) -> Result<(), BenchError> {
     )?;
     let summary = Summary::new(&sizes, &swept.runs);
     let mut report = Report::new("comm", reps, Config::ALL, &swept, RETRIES);
-    report.method = method_lines(reps, args.settle, &swept.configs());
+    report.method = method_lines(reps, args.sweep.settle(), &swept.configs());
     report.tables = summary.tables();
     report.targets = summary.targets();
     report.doc = summary.to_json();
-    report.emit(args.json, true)
+    report.emit(args.sweep.json, true)
 }
 
 /// How the figures were measured, one sentence per line.

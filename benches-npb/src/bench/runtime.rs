@@ -4,14 +4,9 @@
 //! flight, and barrier latency, on the TCP and MPI backends side by side,
 //! with the comm layer's and raw MPI's round trips for reference.
 //!
-//! | configuration | what runs                                                     | launched by                     |
-//! |---------------|---------------------------------------------------------------|---------------------------------|
-//! | `sched`       | mttl's thread scheduler alone (no runtime, no network)        | in the orchestrator's process   |
-//! | `tcp`         | an mttl program: runtime on the TCP backend, 2 ranks          | [`launch::run`](mttl::comm::launch::run), TCP            |
-//! | `mpi`         | an mttl program: runtime on the MPI backend, 2 ranks          | [`launch::run`](mttl::comm::launch::run), MPI (`mpirun`) |
-//! | `comm-tcp`    | 16-byte ping-pong through `AnyComm` on TCP, no runtime        | [`launch::run`](mttl::comm::launch::run), TCP            |
-//! | `comm-mpi`    | 16-byte ping-pong through `AnyComm` on MPI, no runtime        | [`launch::run`](mttl::comm::launch::run), MPI            |
-//! | `raw-mpi`     | 16-byte ping-pong of plain rsmpi `Send`/`Recv`, no mttl       | `mpirun`                        |
+//! The configurations are the rows of [`Config`]: the scheduler alone in
+//! this process, mttl programs on either backend, and 16-byte ping-pongs
+//! through the comm layer and plain rsmpi for reference.
 //!
 //! The MPI configurations exist only in builds with the cargo feature `mpi`.
 //! What each metric times is in `measure`.
@@ -71,32 +66,25 @@ bench_configs! {
 /// Arguments of `mttl-bench runtime`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RuntimeArgs {
-    /// Print one JSON document on stdout instead of the table.
-    #[arg(long)]
-    json: bool,
     /// About how long one timed sample takes, in milliseconds.
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     sample_ms: u64,
-    /// How long to wait before each run for other processes to leave the
-    /// CPUs, in seconds (0: do not wait).
-    #[arg(long, default_value_t = 3.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 600))]
-    settle: f64,
     #[command(flatten)]
-    sweep: SweepArgs<Config>,
+    sweep: SweepArgs<Config, 3>,
 }
 
 /// Runs `mttl-bench runtime`: the orchestrator, or a worker rank when
 /// started with `--worker`.
 pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
     let sample_time = Duration::from_millis(args.sample_ms);
-    if let (Some(config), Some(out)) = (args.sweep.worker, &args.sweep.out) {
+    if let Some((config, out)) = args.sweep.worker() {
         return worker(config, sample_time, out);
     }
     let extra = ["--sample-ms".to_owned(), args.sample_ms.to_string()];
     let swept = args.sweep.sweep(
         "runtime",
         Config::ALL,
-        (args.settle, 0),
+        0,
         |_, _| extra.to_vec(),
         |config| {
             (config == Config::Sched).then(|| Measured {
@@ -115,12 +103,12 @@ pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
     );
     report.targets = summary.targets();
     report.doc = summary.to_json(args.sample_ms);
-    report.emit(args.json, false)
+    report.emit(args.sweep.json, false)
 }
 
 /// How the figures were measured, one sentence per line.
 fn method_lines(args: &RuntimeArgs, configs: &[Config]) -> Vec<String> {
-    let (reps, settle) = (args.sweep.reps, args.settle);
+    let (reps, settle) = (args.sweep.reps, args.sweep.settle());
     let mut lines = vec![
         format!(
             "{reps} sweep(s) per configuration, configurations alternated (order rotated each \
@@ -185,5 +173,17 @@ mod tests {
     #[test]
     fn configs_name_themselves_as_clap_does() {
         jobs::assert_named_as_clap_does::<Config>();
+    }
+
+    #[test]
+    fn settle_defaults_to_three_seconds_here() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: RuntimeArgs,
+        }
+        let parse = |args: &[&str]| <Cli as clap::Parser>::parse_from(args).args.sweep.settle();
+        assert_eq!(parse(&["runtime"]), 3.0);
+        assert_eq!(parse(&["runtime", "--settle", "0.5"]), 0.5);
     }
 }

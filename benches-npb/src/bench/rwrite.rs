@@ -2,16 +2,11 @@
 //! machine, the paper's fig. 7: mttl's `nwrite` into the other rank's global
 //! array against raw MPI send/receive, NetPIPE style, from 8 B to 1 MiB.
 //!
-//! | configuration | what runs                                                | launched by                            |
-//! |---------------|----------------------------------------------------------|----------------------------------------|
-//! | `tcp`         | an mttl program: `nwrite_slice` + `barrier`, TCP backend | [`launch::run`](mttl::comm::launch::run), TCP                   |
-//! | `mpi`         | the same on the MPI backend                              | [`launch::run`](mttl::comm::launch::run), MPI (`mpirun`)        |
-//! | `mpi-owned`   | the same with `nwrite_owned` of a shared buffer          | [`launch::run`](mttl::comm::launch::run), MPI (`mpirun`)        |
-//! | `raw-mpi`     | plain rsmpi `Send` / `Recv` + `Barrier`, no mttl         | `mpirun`, Open MPI's default transport |
-//! | `raw-mpi-tcp` | the same over Open MPI's TCP transport                   | `mpirun`, `pml ob1`, `btl tcp,self`    |
+//! The configurations are the rows of [`Config`]: `nwrite_slice` +
+//! `barrier` in an mttl program on either backend (`mpi-owned`:
+//! `nwrite_owned`), and plain rsmpi `Send` / `Recv` + `Barrier`.
 //!
-//! The transports and their jobs are `mttl-bench comm`'s ([`super::comm`]);
-//! what runs in a job is [`measure`] on a transfer of [`worker`]. The MPI
+//! What runs in a job is [`measure`] on a transfer of [`worker`]. The MPI
 //! configurations exist only in builds with the cargo feature `mpi`.
 //!
 //! # One invocation, step by step
@@ -75,9 +70,6 @@ bench_configs! {
 /// Arguments of `mttl-bench rwrite`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RwriteArgs {
-    /// Print one JSON document on stdout instead of the tables.
-    #[arg(long)]
-    json: bool,
     /// Transfer sizes in bytes, comma-separated; K and M (or KiB, MiB)
     /// multiply by 1024 and 1024². Default: every power of 2 from 8 to 1M.
     #[arg(long, value_delimiter = ',', value_parser = parse_size)]
@@ -89,10 +81,6 @@ pub struct RwriteArgs {
     /// About how long one timed sample takes, in milliseconds.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     sample_ms: u64,
-    /// Before each job, wait up to this many seconds for other processes to
-    /// leave the CPUs idle (this machine may be shared).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 3600))]
-    settle: f64,
     /// The CSV file to write, or a directory to write rwrite.csv into; the
     /// figure goes beside it (.svg and .png). Default:
     /// target/mttl-bench/rwrite.csv.
@@ -118,7 +106,7 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
         window: args.window.map(|w| w as usize),
         sample_time: Duration::from_millis(args.sample_ms),
     };
-    if let (Some(config), Some(out)) = (args.sweep.worker, &args.sweep.out) {
+    if let Some((config, out)) = args.sweep.worker() {
         return worker::run(config, &task, out);
     }
     let files = OutputFiles::new(args.csv.as_deref(), DEFAULT_CSV, "rwrite");
@@ -132,10 +120,13 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
     if let Some(w) = args.window {
         extra.extend(["--window".to_owned(), w.to_string()]);
     }
-    let sweep = (args.settle, RETRIES);
-    let swept = args
-        .sweep
-        .sweep("rwrite", Config::ALL, sweep, |_, _| extra.clone(), |_| None)?;
+    let swept = args.sweep.sweep(
+        "rwrite",
+        Config::ALL,
+        RETRIES,
+        |_, _| extra.clone(),
+        |_| None,
+    )?;
     let summary = Summary::new(&sizes, &swept.runs);
     let title = format!(
         "Remote-write throughput, 2 ranks, best of {} sweep(s)",
@@ -150,7 +141,7 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
     report.trailer = format!("\nFiles: {}\n", paths.join(", "));
     report.doc = summary.to_json();
     report.doc["files"] = files.to_json();
-    report.emit(args.json, false)
+    report.emit(args.sweep.json, false)
 }
 
 /// How the figures were measured, one sentence per line.
@@ -162,7 +153,7 @@ fn method_lines(args: &RwriteArgs, configs: &[Config]) -> Vec<String> {
         }
     };
     let mut lines = vec![
-        rep::sweeps_line(args.sweep.reps, args.settle),
+        rep::sweeps_line(args.sweep.reps, args.sweep.settle()),
         format!(
             "A window is W transfers of S bytes from rank 0 to rank 1, then a barrier of both \
              ranks (mttl's barrier fences first, so every nwrite is applied when it returns); \

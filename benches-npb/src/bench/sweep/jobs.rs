@@ -155,9 +155,19 @@ pub fn chosen_configs<C: BenchConfig>(
 }
 
 /// The options of every subcommand that sweeps worker jobs (`comm`,
-/// `rwrite`, `runtime`), flattened into its arguments.
+/// `rwrite`, `runtime`), flattened into its arguments; `SETTLE` is the
+/// default of `--settle`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct SweepArgs<C: clap::ValueEnum + Clone + Send + Sync + 'static> {
+pub struct SweepArgs<C: clap::ValueEnum + Clone + Send + Sync + 'static, const SETTLE: u32 = 10> {
+    /// Print one JSON document on stdout instead of the tables (`comm`
+    /// prints them on stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Before each run, wait up to this many seconds for other processes to
+    /// leave the CPUs idle (this machine may be shared; 0: do not wait).
+    /// Default: 10 (runtime: 3).
+    #[arg(long, value_name = "SECS", value_parser = |t: &str| parse_seconds(t, 3600))]
+    pub settle: Option<f64>,
     /// Sweeps per configuration; the best is kept.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub reps: u32,
@@ -173,17 +183,28 @@ pub struct SweepArgs<C: clap::ValueEnum + Clone + Send + Sync + 'static> {
     pub out: Option<PathBuf>,
 }
 
-impl<C: BenchConfig + clap::ValueEnum + Send + Sync> SweepArgs<C> {
+impl<C: BenchConfig + clap::ValueEnum + Send + Sync, const SETTLE: u32> SweepArgs<C, SETTLE> {
+    /// The configuration and results file of a worker rank, if this
+    /// process is one (`--worker`).
+    pub fn worker(&self) -> Option<(C, &Path)> {
+        Some((self.worker?, self.out.as_deref()?))
+    }
+
+    /// `--settle`, or its default.
+    pub fn settle(&self) -> f64 {
+        self.settle.unwrap_or(f64::from(SETTLE))
+    }
+
     /// Steps 1 to 3 of the [engine](super) for `mttl-bench BENCH`: the
     /// configurations asked for (of `all`), each run a job of this program
     /// with `args(config, sweep)` after the common ones, unless `local`
-    /// measures it in this process; `settle` and `retries` as [`Sweeps`]
-    /// has them.
+    /// measures it in this process; a disturbed run is repeated up to
+    /// `retries` times.
     pub fn sweep<R: Decode<()>>(
         &self,
         bench: &'static str,
         all: &[C],
-        (settle, retries): (f64, usize),
+        retries: usize,
         args: impl Fn(C, usize) -> Vec<String>,
         mut local: impl FnMut(C) -> Option<Measured<R>>,
     ) -> Result<Swept<C, Measured<R>>, BenchError> {
@@ -193,7 +214,7 @@ impl<C: BenchConfig + clap::ValueEnum + Send + Sync> SweepArgs<C> {
             bench: &format!("mttl-bench {bench}"),
             configs: &configs,
             reps: self.reps,
-            settle,
+            settle: self.settle(),
             retries,
             keep_going: false,
         };
