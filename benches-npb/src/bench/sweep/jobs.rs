@@ -37,7 +37,7 @@ pub struct Spec {
 pub const OMPI_TCP: &[(&str, &str)] = &[("OMPI_MCA_pml", "ob1"), ("OMPI_MCA_btl", "tcp,self")];
 
 /// A configuration of a subcommand: something measured by one job,
-/// described by its [`Spec`] (declared with [`bench_configs!`]).
+/// described by its [`Spec`] (declared with `bench_configs!`).
 pub trait BenchConfig: Copy + PartialEq + 'static {
     /// What it is.
     fn spec(self) -> &'static Spec;
@@ -114,7 +114,7 @@ macro_rules! bench_configs {
 pub(crate) use bench_configs;
 
 /// Checks that every configuration of `C` is named as clap names it (a
-/// test of a [`bench_configs!`] table).
+/// test of a `bench_configs!` table).
 #[cfg(test)]
 pub(crate) fn assert_named_as_clap_does<C: BenchConfig + clap::ValueEnum + std::fmt::Debug>() {
     for c in C::value_variants() {
