@@ -1,23 +1,15 @@
 //! `mttl-bench comm`: round-trip latency and streaming bandwidth between two
 //! ranks on this machine, for mttl's backends and for raw MPI, side by side.
 //!
-//! | configuration | what runs                                   | launched by                                  |
-//! |---------------|---------------------------------------------|----------------------------------------------|
-//! | `tcp`         | mttl's TCP backend through [`AnyComm`]      | [`launch::run`], TCP                         |
-//! | `mpi`         | mttl's MPI backend through [`AnyComm`]      | [`launch::run`], MPI (`mpirun`)              |
-//! | `raw-mpi`     | plain rsmpi `Send`/`Recv`/`Isend`, no mttl  | `mpirun`, Open MPI's default transport       |
-//! | `raw-mpi-tcp` | the same over Open MPI's TCP transport      | `mpirun`, `pml ob1`, `btl tcp,self`          |
-//! | `mpi-vs-raw`  | `mpi` and `raw-mpi` taking turns in one job | [`launch::run`], MPI (`mpirun`)              |
-//! | `raw-vs-raw`  | `raw-mpi` against itself, the same way      | `mpirun`, Open MPI's default transport       |
+//! The configurations are the rows of [`Config`]: mttl's TCP and MPI
+//! backends through `AnyComm`, plain rsmpi on Open MPI's default and TCP
+//! transports, and two that take turns in one job.
 //!
 //! `mpi-vs-raw` compares the first two in the same processes, on the same
 //! cores, minutes apart at most: separate jobs on a shared VM can run in
 //! fast or slow modes that last a whole job, which a comparison of two jobs
 //! cannot tell from a difference between the stacks; `raw-vs-raw` is its
 //! control.
-//!
-//! [`AnyComm`]: mttl_comm::AnyComm
-//! [`launch::run`]: mttl_comm::launch::run
 //!
 //! The MPI configurations exist only in builds with the cargo feature `mpi`.
 //!
@@ -43,11 +35,9 @@ mod measure;
 mod report;
 mod worker;
 
-use clap::ValueEnum;
-
 use self::report::Summary;
 pub use crate::bench::error::BenchError;
-use crate::bench::sweep::jobs::{self, BenchConfig, SweepArgs};
+use crate::bench::sweep::jobs::{self, bench_configs, SweepArgs, OMPI_TCP};
 use crate::bench::sweep::report::{self as rep, Report};
 
 /// The default sizes: 8 B to 16 MiB.
@@ -70,111 +60,41 @@ const RETRIES: usize = 2;
 /// The largest size accepted (bandwidth windows hold several in memory).
 const MAX_SIZE: u64 = 256 << 20;
 
-/// A communication stack to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
-pub enum Config {
-    /// mttl's TCP backend, launched by mttl's launcher.
-    Tcp,
-    /// mttl's MPI backend, launched by `mpirun`.
-    Mpi,
-    /// Plain rsmpi, Open MPI's default transport.
-    RawMpi,
-    /// Plain rsmpi over Open MPI's TCP transport.
-    RawMpiTcp,
-    /// mttl's MPI backend and plain rsmpi taking turns in one job.
-    MpiVsRaw,
-    /// Plain rsmpi against itself, taking turns in one job: the control.
-    RawVsRaw,
-}
-
-impl BenchConfig for Config {
-    fn name(self) -> &'static str {
-        match self {
-            Config::Tcp => "tcp",
-            Config::Mpi => "mpi",
-            Config::RawMpi => "raw-mpi",
-            Config::RawMpiTcp => "raw-mpi-tcp",
-            Config::MpiVsRaw => "mpi-vs-raw",
-            Config::RawVsRaw => "raw-vs-raw",
-        }
+bench_configs! {
+    /// A communication stack to measure.
+    pub enum Config {
+        /// mttl's TCP backend, launched by mttl's launcher.
+        Tcp => "tcp", "mttl-tcp", false, &[],
+            "mttl TCP backend (AnyComm), launched by mttl_comm::launch::run";
+        /// Plain rsmpi over Open MPI's TCP transport.
+        RawMpiTcp => "raw-mpi-tcp", "ompi-tcp", true, OMPI_TCP,
+            "raw rsmpi Send/Recv/Isend, no mttl, Open MPI's TCP transport \
+             (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)";
+        /// mttl's MPI backend, launched by `mpirun`.
+        Mpi => "mpi", "mttl-mpi", true, &[], "mttl MPI backend (AnyComm), launched by mpirun";
+        /// Plain rsmpi, Open MPI's default transport.
+        RawMpi => "raw-mpi", "raw-mpi", true, &[],
+            "raw rsmpi Send/Recv/Isend, no mttl, Open MPI's default transport (shared memory)";
+        /// mttl's MPI backend and plain rsmpi taking turns in one job.
+        MpiVsRaw => "mpi-vs-raw", "1 job", true, &[],
+            "mttl MPI backend and raw rsmpi in one mpirun job, taking turns at each size \
+             (mpi, raw, raw, mpi, ...); the ratio is the job's median mpi sample over its \
+             median raw sample";
+        /// Plain rsmpi against itself, taking turns in one job: the control.
+        RawVsRaw => "raw-vs-raw", "control", true, &[],
+            "raw rsmpi against itself in one mpirun job (two endpoints with buffers of their \
+             own), taking turns as mpi-vs-raw does: the control of the 1 job column";
     }
-
-    fn column(self) -> &'static str {
-        match self {
-            Config::Tcp => "mttl-tcp",
-            Config::Mpi => "mttl-mpi",
-            Config::RawMpi => "raw-mpi",
-            Config::RawMpiTcp => "ompi-tcp",
-            Config::MpiVsRaw => "1 job",
-            Config::RawVsRaw => "control",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Config::Tcp => "mttl TCP backend (AnyComm), launched by mttl_comm::launch::run",
-            Config::Mpi => "mttl MPI backend (AnyComm), launched by mpirun",
-            Config::RawMpi => {
-                "raw rsmpi Send/Recv/Isend, no mttl, Open MPI's default transport (shared memory)"
-            }
-            Config::RawMpiTcp => {
-                "raw rsmpi Send/Recv/Isend, no mttl, Open MPI's TCP transport \
-                 (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)"
-            }
-            Config::MpiVsRaw => {
-                "mttl MPI backend and raw rsmpi in one mpirun job, taking turns at each size \
-                 (mpi, raw, raw, mpi, ...); the ratio is the job's median mpi sample over its \
-                 median raw sample"
-            }
-            Config::RawVsRaw => {
-                "raw rsmpi against itself in one mpirun job (two endpoints with buffers of their \
-                 own), taking turns as mpi-vs-raw does: the control of the 1 job column"
-            }
-        }
-    }
-
-    fn needs_mpi(self) -> bool {
-        self != Config::Tcp
-    }
-
-    fn job_env(self) -> Vec<(String, String)> {
-        if self != Config::RawMpiTcp {
-            return Vec::new();
-        }
-        vec![
-            ("OMPI_MCA_pml".into(), "ob1".into()),
-            ("OMPI_MCA_btl".into(), "tcp,self".into()),
-        ]
-    }
-}
-
-impl Config {
-    /// Every configuration, in table order.
-    pub(super) const ALL: [Config; 6] = [
-        Config::Tcp,
-        Config::RawMpiTcp,
-        Config::Mpi,
-        Config::RawMpi,
-        Config::MpiVsRaw,
-        Config::RawVsRaw,
-    ];
 }
 
 /// Arguments of `mttl-bench comm`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommArgs {
-    /// Print one JSON document on stdout (the tables go to stderr).
-    #[arg(long)]
-    json: bool,
     /// Message sizes in bytes, comma-separated; K, M and G (or KiB, MiB,
     /// GiB) multiply by 1024, 1024² and 1024³. Default: 8,64,512,4K,16K,64K,
     /// 256K,1M,4M,16M.
     #[arg(long, value_delimiter = ',', value_parser = parse_size)]
     sizes: Option<Vec<u64>>,
-    /// Before each job, wait up to this many seconds for other processes to
-    /// leave the CPUs idle (this machine may be shared).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 3600))]
-    settle: f64,
     #[command(flatten)]
     sweep: SweepArgs<Config>,
     /// A worker of `mpi-vs-raw` or `raw-vs-raw` lets the second stack take
@@ -191,15 +111,15 @@ fn parse_size(text: &str) -> Result<u64, String> {
 /// with `--worker`.
 pub fn run(args: CommArgs) -> Result<(), BenchError> {
     let sizes = args.sizes.clone().unwrap_or_else(|| DEFAULT_SIZES.to_vec());
-    if let (Some(config), Some(out)) = (args.sweep.worker, &args.sweep.out) {
+    if let Some((config, out)) = args.sweep.worker() {
         return worker::worker(config, &sizes, out, args.second_first);
     }
     let size_list: Vec<String> = sizes.iter().map(u64::to_string).collect();
     let reps = args.sweep.reps;
     let swept = args.sweep.sweep(
         "comm",
-        &Config::ALL,
-        (args.settle, RETRIES),
+        Config::ALL,
+        RETRIES,
         |config, sweep| {
             let mut extra = vec!["--sizes".to_owned(), size_list.join(",")];
             if sweep % 2 == 1 && matches!(config, Config::MpiVsRaw | Config::RawVsRaw) {
@@ -210,12 +130,12 @@ pub fn run(args: CommArgs) -> Result<(), BenchError> {
         |_| None,
     )?;
     let summary = Summary::new(&sizes, &swept.runs);
-    let mut report = Report::new("comm", reps, &Config::ALL, &swept, RETRIES);
-    report.method = method_lines(reps, args.settle, &swept.configs());
+    let mut report = Report::new("comm", reps, Config::ALL, &swept, RETRIES);
+    report.method = method_lines(reps, args.sweep.settle(), &swept.configs());
     report.tables = summary.tables();
     report.targets = summary.targets();
     report.doc = summary.to_json();
-    report.emit(args.json, true)
+    report.emit(args.sweep.json, true)
 }
 
 /// How the figures were measured, one sentence per line.
@@ -282,9 +202,7 @@ mod tests {
 
     #[test]
     fn configs_name_themselves_as_clap_does() {
-        for c in Config::ALL {
-            assert_eq!(Config::from_str(c.name(), false), Ok(c));
-        }
+        jobs::assert_named_as_clap_does::<Config>();
         assert!(parse_size("1G").is_err() && parse_size("16M").is_ok());
     }
 }

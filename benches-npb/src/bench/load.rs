@@ -169,8 +169,8 @@ fn parse_backend(text: &str) -> Result<BackendKind, String> {
 
 /// Parses a number of seconds, more than 0 and at most a week.
 fn parse_secs(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(secs) if secs > 0.0 && secs <= 7.0 * 86400.0 => Ok(secs),
+    match jobs::parse_seconds(text, 7 * 86400)? {
+        secs if secs > 0.0 => Ok(secs),
         _ => Err(format!("{text:?} is not a number of seconds above 0")),
     }
 }

@@ -4,14 +4,9 @@
 //! flight, and barrier latency, on the TCP and MPI backends side by side,
 //! with the comm layer's and raw MPI's round trips for reference.
 //!
-//! | configuration | what runs                                                     | launched by                     |
-//! |---------------|---------------------------------------------------------------|---------------------------------|
-//! | `sched`       | mttl's thread scheduler alone (no runtime, no network)        | in the orchestrator's process   |
-//! | `tcp`         | an mttl program: runtime on the TCP backend, 2 ranks          | [`launch::run`](mttl::comm::launch::run), TCP            |
-//! | `mpi`         | an mttl program: runtime on the MPI backend, 2 ranks          | [`launch::run`](mttl::comm::launch::run), MPI (`mpirun`) |
-//! | `comm-tcp`    | 16-byte ping-pong through `AnyComm` on TCP, no runtime        | [`launch::run`](mttl::comm::launch::run), TCP            |
-//! | `comm-mpi`    | 16-byte ping-pong through `AnyComm` on MPI, no runtime        | [`launch::run`](mttl::comm::launch::run), MPI            |
-//! | `raw-mpi`     | 16-byte ping-pong of plain rsmpi `Send`/`Recv`, no mttl       | `mpirun`                        |
+//! The configurations are the rows of [`Config`]: the scheduler alone in
+//! this process, mttl programs on either backend, and 16-byte ping-pongs
+//! through the comm layer and plain rsmpi for reference.
 //!
 //! The MPI configurations exist only in builds with the cargo feature `mpi`.
 //! What each metric times is in `measure`.
@@ -36,124 +31,60 @@ mod report;
 use std::path::Path;
 use std::time::Duration;
 
-use clap::ValueEnum;
-
 use self::report::Summary;
 use super::comm::endpoint::mttl_comm_worker;
 pub use crate::bench::error::BenchError;
-use crate::bench::sweep::jobs::{self, BenchConfig, Measured, SweepArgs};
+use crate::bench::sweep::jobs::{self, bench_configs, BenchConfig, Measured, SweepArgs};
 use crate::bench::sweep::report::{self as rep, spin_us_setting, Report};
 use crate::bench::sweep::BUSY_WARNING;
 
-/// What to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
-pub enum Config {
-    /// The thread scheduler alone, in the orchestrator's process.
-    Sched,
-    /// An mttl program on the TCP backend.
-    Tcp,
-    /// An mttl program on the MPI backend.
-    Mpi,
-    /// A ping-pong through the comm layer on TCP.
-    CommTcp,
-    /// A ping-pong through the comm layer on MPI.
-    CommMpi,
-    /// A ping-pong of plain rsmpi.
-    RawMpi,
-}
-
-impl BenchConfig for Config {
-    fn name(self) -> &'static str {
-        match self {
-            Config::Sched => "sched",
-            Config::Tcp => "tcp",
-            Config::Mpi => "mpi",
-            Config::CommTcp => "comm-tcp",
-            Config::CommMpi => "comm-mpi",
-            Config::RawMpi => "raw-mpi",
-        }
-    }
-
-    fn column(self) -> &'static str {
-        match self {
-            Config::Tcp => "mttl-tcp",
-            Config::Mpi => "mttl-mpi",
-            other => other.name(),
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Config::Sched => {
-                "mttl's thread scheduler alone: threads run by run_ready on the native stack, \
-                 no runtime loop, no network"
-            }
-            Config::Tcp => "an mttl program on the TCP backend, 2 ranks (mttl_comm::launch::run)",
-            Config::Mpi => "an mttl program on the MPI backend, 2 ranks (mpirun)",
-            Config::CommTcp => "16-byte ping-pong through AnyComm on the TCP backend, no runtime",
-            Config::CommMpi => "16-byte ping-pong through AnyComm on the MPI backend, no runtime",
-            Config::RawMpi => {
-                "16-byte ping-pong of plain rsmpi Send/Recv, no mttl, Open MPI's default \
-                 transport (shared memory)"
-            }
-        }
-    }
-
-    fn needs_mpi(self) -> bool {
-        matches!(self, Config::Mpi | Config::CommMpi | Config::RawMpi)
-    }
-}
-
-impl Config {
-    /// Every configuration, in the order of a first sweep.
-    const ALL: [Config; 6] = [
-        Config::Sched,
-        Config::Tcp,
-        Config::CommTcp,
-        Config::Mpi,
-        Config::CommMpi,
-        Config::RawMpi,
-    ];
-
-    /// The backend an mttl configuration must run on.
-    fn backend(self) -> &'static str {
-        if self.needs_mpi() {
-            "mpi"
-        } else {
-            "tcp"
-        }
+bench_configs! {
+    /// What to measure.
+    pub enum Config {
+        /// The thread scheduler alone, in the orchestrator's process.
+        Sched => "sched", "sched", false, &[],
+            "mttl's thread scheduler alone: threads run by run_ready on the native stack, \
+             no runtime loop, no network";
+        /// An mttl program on the TCP backend.
+        Tcp => "tcp", "mttl-tcp", false, &[],
+            "an mttl program on the TCP backend, 2 ranks (mttl_comm::launch::run)";
+        /// A ping-pong through the comm layer on TCP.
+        CommTcp => "comm-tcp", "comm-tcp", false, &[],
+            "16-byte ping-pong through AnyComm on the TCP backend, no runtime";
+        /// An mttl program on the MPI backend.
+        Mpi => "mpi", "mttl-mpi", true, &[], "an mttl program on the MPI backend, 2 ranks (mpirun)";
+        /// A ping-pong through the comm layer on MPI.
+        CommMpi => "comm-mpi", "comm-mpi", true, &[],
+            "16-byte ping-pong through AnyComm on the MPI backend, no runtime";
+        /// A ping-pong of plain rsmpi.
+        RawMpi => "raw-mpi", "raw-mpi", true, &[],
+            "16-byte ping-pong of plain rsmpi Send/Recv, no mttl, Open MPI's default \
+             transport (shared memory)";
     }
 }
 
 /// Arguments of `mttl-bench runtime`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RuntimeArgs {
-    /// Print one JSON document on stdout instead of the table.
-    #[arg(long)]
-    json: bool,
     /// About how long one timed sample takes, in milliseconds.
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     sample_ms: u64,
-    /// How long to wait before each run for other processes to leave the
-    /// CPUs, in seconds (0: do not wait).
-    #[arg(long, default_value_t = 3.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 600))]
-    settle: f64,
     #[command(flatten)]
-    sweep: SweepArgs<Config>,
+    sweep: SweepArgs<Config, 3>,
 }
 
 /// Runs `mttl-bench runtime`: the orchestrator, or a worker rank when
 /// started with `--worker`.
 pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
     let sample_time = Duration::from_millis(args.sample_ms);
-    if let (Some(config), Some(out)) = (args.sweep.worker, &args.sweep.out) {
+    if let Some((config, out)) = args.sweep.worker() {
         return worker(config, sample_time, out);
     }
     let extra = ["--sample-ms".to_owned(), args.sample_ms.to_string()];
     let swept = args.sweep.sweep(
         "runtime",
-        &Config::ALL,
-        (args.settle, 0),
+        Config::ALL,
+        0,
         |_, _| extra.to_vec(),
         |config| {
             (config == Config::Sched).then(|| Measured {
@@ -163,7 +94,7 @@ pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
         },
     )?;
     let summary = Summary::new(&swept.runs);
-    let mut report = Report::new("runtime", args.sweep.reps, &Config::ALL, &swept, 0);
+    let mut report = Report::new("runtime", args.sweep.reps, Config::ALL, &swept, 0);
     report.method = method_lines(&args, &swept.configs());
     report.tables = format!(
         "mttl runtime micro-benchmarks, 2 ranks on this machine, best of {} run(s)\n\n{}",
@@ -172,12 +103,12 @@ pub fn run(args: RuntimeArgs) -> Result<(), BenchError> {
     );
     report.targets = summary.targets();
     report.doc = summary.to_json(args.sample_ms);
-    report.emit(args.json, false)
+    report.emit(args.sweep.json, false)
 }
 
 /// How the figures were measured, one sentence per line.
 fn method_lines(args: &RuntimeArgs, configs: &[Config]) -> Vec<String> {
-    let (reps, settle) = (args.sweep.reps, args.settle);
+    let (reps, settle) = (args.sweep.reps, args.sweep.settle());
     let mut lines = vec![
         format!(
             "{reps} sweep(s) per configuration, configurations alternated (order rotated each \
@@ -241,8 +172,18 @@ mod tests {
 
     #[test]
     fn configs_name_themselves_as_clap_does() {
-        for c in Config::ALL {
-            assert_eq!(Config::from_str(c.name(), false), Ok(c));
+        jobs::assert_named_as_clap_does::<Config>();
+    }
+
+    #[test]
+    fn settle_defaults_to_three_seconds_here() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: RuntimeArgs,
         }
+        let parse = |args: &[&str]| <Cli as clap::Parser>::parse_from(args).args.sweep.settle();
+        assert_eq!(parse(&["runtime"]), 3.0);
+        assert_eq!(parse(&["runtime", "--settle", "0.5"]), 0.5);
     }
 }

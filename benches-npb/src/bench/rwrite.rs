@@ -2,16 +2,11 @@
 //! machine, the paper's fig. 7: mttl's `nwrite` into the other rank's global
 //! array against raw MPI send/receive, NetPIPE style, from 8 B to 1 MiB.
 //!
-//! | configuration | what runs                                                | launched by                            |
-//! |---------------|----------------------------------------------------------|----------------------------------------|
-//! | `tcp`         | an mttl program: `nwrite_slice` + `barrier`, TCP backend | [`launch::run`](mttl::comm::launch::run), TCP                   |
-//! | `mpi`         | the same on the MPI backend                              | [`launch::run`](mttl::comm::launch::run), MPI (`mpirun`)        |
-//! | `mpi-owned`   | the same with `nwrite_owned` of a shared buffer          | [`launch::run`](mttl::comm::launch::run), MPI (`mpirun`)        |
-//! | `raw-mpi`     | plain rsmpi `Send` / `Recv` + `Barrier`, no mttl         | `mpirun`, Open MPI's default transport |
-//! | `raw-mpi-tcp` | the same over Open MPI's TCP transport                   | `mpirun`, `pml ob1`, `btl tcp,self`    |
+//! The configurations are the rows of [`Config`]: `nwrite_slice` +
+//! `barrier` in an mttl program on either backend (`mpi-owned`:
+//! `nwrite_owned`), and plain rsmpi `Send` / `Recv` + `Barrier`.
 //!
-//! The transports and their jobs are `mttl-bench comm`'s ([`super::comm`]);
-//! what runs in a job is [`measure`] on a transfer of [`worker`]. The MPI
+//! What runs in a job is [`measure`] on a transfer of [`worker`]. The MPI
 //! configurations exist only in builds with the cargo feature `mpi`.
 //!
 //! # One invocation, step by step
@@ -32,12 +27,10 @@ mod worker;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::ValueEnum;
-
 use self::report::Summary;
 use self::worker::Task;
-use super::comm::{self, BenchError};
-use crate::bench::sweep::jobs::{self, BenchConfig, SweepArgs};
+use super::comm::BenchError;
+use crate::bench::sweep::jobs::{self, bench_configs, SweepArgs, OMPI_TCP};
 use crate::bench::sweep::report::{self as rep, OutputFiles, Report};
 
 /// How many times a disturbed run is repeated within one sweep.
@@ -49,95 +42,34 @@ const MAX_SIZE: u64 = 64 << 20;
 /// Where the CSV file goes by default; the figure goes beside it.
 const DEFAULT_CSV: &str = "target/mttl-bench/rwrite.csv";
 
-/// A configuration of `mttl-bench rwrite`: a transport of `mttl-bench
-/// comm` and, for mttl on MPI, which write it measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
-pub enum Config {
-    /// mttl's TCP backend, launched by mttl's launcher: `nwrite_slice`.
-    Tcp,
-    /// mttl's MPI backend, launched by `mpirun`: `nwrite_slice`.
-    Mpi,
-    /// mttl's MPI backend: `nwrite_owned`, several writes in flight.
-    MpiOwned,
-    /// Plain rsmpi, Open MPI's default transport.
-    RawMpi,
-    /// Plain rsmpi over Open MPI's TCP transport.
-    RawMpiTcp,
-}
-
-impl BenchConfig for Config {
-    fn name(self) -> &'static str {
-        match self {
-            Config::MpiOwned => "mpi-owned",
-            other => other.transport().name(),
-        }
-    }
-
-    fn column(self) -> &'static str {
-        match self {
-            Config::MpiOwned => "mttl-owned",
-            other => other.transport().column(),
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Config::Tcp => {
-                "an mttl program on the TCP backend: rank 0 nwrite_slices into rank 1's \
-                 GlobalArray<u8>, both call barrier (mttl_comm::launch::run)"
-            }
-            Config::Mpi => "the same mttl program on the MPI backend (mpirun)",
-            Config::MpiOwned => {
-                "the same on the MPI backend with nwrite_owned of one shared buffer (an Arc), \
-                 which returns at once, so up to mttl::MAX_OWNED_SENDS writes are in flight"
-            }
-            Config::RawMpi => {
-                "raw rsmpi: rank 0 MPI_Send, rank 1 MPI_Recv into one buffer, both MPI_Barrier; \
-                 Open MPI's default transport (shared memory)"
-            }
-            Config::RawMpiTcp => {
-                "the same raw rsmpi program over Open MPI's TCP transport \
-                 (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)"
-            }
-        }
-    }
-
-    fn needs_mpi(self) -> bool {
-        self.transport().needs_mpi()
-    }
-
-    fn job_env(self) -> Vec<(String, String)> {
-        self.transport().job_env()
-    }
-}
-
-impl Config {
-    /// Every configuration, in table order.
-    const ALL: [Config; 5] = [
-        Config::Tcp,
-        Config::RawMpiTcp,
-        Config::Mpi,
-        Config::MpiOwned,
-        Config::RawMpi,
-    ];
-
-    /// The communication stack and launch, as `mttl-bench comm` has it.
-    fn transport(self) -> comm::Config {
-        match self {
-            Config::Tcp => comm::Config::Tcp,
-            Config::Mpi | Config::MpiOwned => comm::Config::Mpi,
-            Config::RawMpi => comm::Config::RawMpi,
-            Config::RawMpiTcp => comm::Config::RawMpiTcp,
-        }
+bench_configs! {
+    /// A configuration of `mttl-bench rwrite`: a transport of `mttl-bench
+    /// comm` and, for mttl on MPI, which write it measures.
+    pub enum Config {
+        /// mttl's TCP backend, launched by mttl's launcher: `nwrite_slice`.
+        Tcp => "tcp", "mttl-tcp", false, &[],
+            "an mttl program on the TCP backend: rank 0 nwrite_slices into rank 1's \
+             GlobalArray<u8>, both call barrier (mttl_comm::launch::run)";
+        /// Plain rsmpi over Open MPI's TCP transport.
+        RawMpiTcp => "raw-mpi-tcp", "ompi-tcp", true, OMPI_TCP,
+            "the same raw rsmpi program over Open MPI's TCP transport \
+             (OMPI_MCA_pml=ob1, OMPI_MCA_btl=tcp,self)";
+        /// mttl's MPI backend, launched by `mpirun`: `nwrite_slice`.
+        Mpi => "mpi", "mttl-mpi", true, &[], "the same mttl program on the MPI backend (mpirun)";
+        /// mttl's MPI backend: `nwrite_owned`, several writes in flight.
+        MpiOwned => "mpi-owned", "mttl-owned", true, &[],
+            "the same on the MPI backend with nwrite_owned of one shared buffer (an Arc), \
+             which returns at once, so up to mttl::MAX_OWNED_SENDS writes are in flight";
+        /// Plain rsmpi, Open MPI's default transport.
+        RawMpi => "raw-mpi", "raw-mpi", true, &[],
+            "raw rsmpi: rank 0 MPI_Send, rank 1 MPI_Recv into one buffer, both MPI_Barrier; \
+             Open MPI's default transport (shared memory)";
     }
 }
 
 /// Arguments of `mttl-bench rwrite`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RwriteArgs {
-    /// Print one JSON document on stdout instead of the tables.
-    #[arg(long)]
-    json: bool,
     /// Transfer sizes in bytes, comma-separated; K and M (or KiB, MiB)
     /// multiply by 1024 and 1024². Default: every power of 2 from 8 to 1M.
     #[arg(long, value_delimiter = ',', value_parser = parse_size)]
@@ -149,10 +81,6 @@ pub struct RwriteArgs {
     /// About how long one timed sample takes, in milliseconds.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     sample_ms: u64,
-    /// Before each job, wait up to this many seconds for other processes to
-    /// leave the CPUs idle (this machine may be shared).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = |t: &str| jobs::parse_seconds(t, 3600))]
-    settle: f64,
     /// The CSV file to write, or a directory to write rwrite.csv into; the
     /// figure goes beside it (.svg and .png). Default:
     /// target/mttl-bench/rwrite.csv.
@@ -178,7 +106,7 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
         window: args.window.map(|w| w as usize),
         sample_time: Duration::from_millis(args.sample_ms),
     };
-    if let (Some(config), Some(out)) = (args.sweep.worker, &args.sweep.out) {
+    if let Some((config, out)) = args.sweep.worker() {
         return worker::run(config, &task, out);
     }
     let files = OutputFiles::new(args.csv.as_deref(), DEFAULT_CSV, "rwrite");
@@ -192,11 +120,10 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
     if let Some(w) = args.window {
         extra.extend(["--window".to_owned(), w.to_string()]);
     }
-    let sweep = (args.settle, RETRIES);
     let swept = args.sweep.sweep(
         "rwrite",
-        &Config::ALL,
-        sweep,
+        Config::ALL,
+        RETRIES,
         |_, _| extra.clone(),
         |_| None,
     )?;
@@ -206,7 +133,7 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
         args.sweep.reps
     );
     files.write(&summary.to_csv(), &summary.figure(title))?;
-    let mut report = Report::new("rwrite", args.sweep.reps, &Config::ALL, &swept, RETRIES);
+    let mut report = Report::new("rwrite", args.sweep.reps, Config::ALL, &swept, RETRIES);
     report.method = method_lines(&args, &swept.configs());
     report.tables = summary.tables(args.sweep.reps);
     report.targets = summary.targets();
@@ -214,7 +141,7 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
     report.trailer = format!("\nFiles: {}\n", paths.join(", "));
     report.doc = summary.to_json();
     report.doc["files"] = files.to_json();
-    report.emit(args.json, false)
+    report.emit(args.sweep.json, false)
 }
 
 /// How the figures were measured, one sentence per line.
@@ -226,7 +153,7 @@ fn method_lines(args: &RwriteArgs, configs: &[Config]) -> Vec<String> {
         }
     };
     let mut lines = vec![
-        rep::sweeps_line(args.sweep.reps, args.settle),
+        rep::sweeps_line(args.sweep.reps, args.sweep.settle()),
         format!(
             "A window is W transfers of S bytes from rank 0 to rank 1, then a barrier of both \
              ranks (mttl's barrier fences first, so every nwrite is applied when it returns); \
@@ -260,8 +187,6 @@ mod tests {
     fn sizes_are_bounded_and_configs_named_as_clap_does() {
         assert_eq!(parse_size("4K"), Ok(4096));
         assert!(parse_size("128M").is_err());
-        for c in Config::ALL {
-            assert_eq!(Config::from_str(c.name(), false), Ok(c));
-        }
+        jobs::assert_named_as_clap_does::<Config>();
     }
 }

@@ -137,8 +137,7 @@ fn mttl_worker(config: Config, task: &Task, out: &Path) -> Result<(), BenchError
     let sizes: Vec<u64> = task.sizes.iter().map(|&s| s as u64).collect();
     let window = task.window.map(|w| w as u64);
     let sample_us = task.sample_time.as_micros() as u64;
-    let transport = config.transport().name();
-    jobs::mttl_program(config.name(), transport, out, move || {
+    jobs::mttl_program(config.name(), config.backend(), out, move || {
         let mut per_rank = mttl::spmd(rwrite_sweep, (sizes, window, sample_us, owned));
         per_rank.truncate(2);
         let from_rank1 = per_rank.pop().unwrap_or_else(|| Ok(Vec::new()));

@@ -238,19 +238,24 @@ fn pick(pairs: impl Iterator<Item = (f64, f64)>, higher: bool) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::sweep::jobs::Spec;
 
     #[derive(Debug, Clone, Copy, PartialEq)]
-    struct Stack(&'static str);
+    struct Stack(&'static Spec);
 
     impl BenchConfig for Stack {
-        fn name(self) -> &'static str {
+        fn spec(self) -> &'static Spec {
             self.0
         }
-        fn description(self) -> &'static str {
-            "a test stack"
-        }
-        fn needs_mpi(self) -> bool {
-            false
+    }
+
+    const fn stack(name: &'static str) -> Spec {
+        Spec {
+            name,
+            column: name,
+            mpi: false,
+            env: &[],
+            description: "a test stack",
         }
     }
 
@@ -272,8 +277,8 @@ mod tests {
         }
     }
 
-    const A: Stack = Stack("a");
-    const B: Stack = Stack("b");
+    const A: Stack = Stack(&stack("a"));
+    const B: Stack = Stack(&stack("b"));
 
     fn figures() -> Figures<Stack> {
         let a = vec![

@@ -17,30 +17,108 @@ use mttl_comm::{AnyComm, Comm};
 use super::{Sweeps, Swept};
 use crate::bench::error::BenchError;
 
-/// A configuration of a subcommand: something measured by one job.
-pub trait BenchConfig: Copy + PartialEq + 'static {
+/// What a configuration is: how the tables and `--backends` name it, what
+/// runs, and how its job starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
     /// The name `--backends` and `--worker` take.
-    fn name(self) -> &'static str;
+    pub name: &'static str,
+    /// Its column in the tables.
+    pub column: &'static str,
+    /// Whether it runs on MPI (and so needs the cargo feature `mpi`).
+    pub mpi: bool,
+    /// Environment its ranks get besides the launcher's.
+    pub env: &'static [(&'static str, &'static str)],
+    /// One line saying what runs.
+    pub description: &'static str,
+}
+
+/// The environment that puts raw MPI on Open MPI's TCP transport.
+pub const OMPI_TCP: &[(&str, &str)] = &[("OMPI_MCA_pml", "ob1"), ("OMPI_MCA_btl", "tcp,self")];
+
+/// A configuration of a subcommand: something measured by one job,
+/// described by its [`Spec`] (declared with `bench_configs!`).
+pub trait BenchConfig: Copy + PartialEq + 'static {
+    /// What it is.
+    fn spec(self) -> &'static Spec;
+
+    /// The name `--backends` and `--worker` take.
+    fn name(self) -> &'static str {
+        self.spec().name
+    }
 
     /// Its column in the tables.
     fn column(self) -> &'static str {
-        self.name()
+        self.spec().column
     }
 
     /// One line saying what runs.
-    fn description(self) -> &'static str;
+    fn description(self) -> &'static str {
+        self.spec().description
+    }
 
     /// Whether it runs on MPI (and so needs the cargo feature `mpi`).
-    fn needs_mpi(self) -> bool;
+    fn needs_mpi(self) -> bool {
+        self.spec().mpi
+    }
 
     /// Environment its ranks get besides the launcher's.
     fn job_env(self) -> Vec<(String, String)> {
-        Vec::new()
+        let env = self.spec().env.iter();
+        env.map(|&(k, v)| (k.to_owned(), v.to_owned())).collect()
+    }
+
+    /// The backend its mttl ranks run on: `mpi` or `tcp`.
+    fn backend(self) -> &'static str {
+        if self.needs_mpi() {
+            "mpi"
+        } else {
+            "tcp"
+        }
     }
 
     /// Whether this build can run it.
     fn available(self) -> bool {
         cfg!(feature = "mpi") || !self.needs_mpi()
+    }
+}
+
+/// Declares a subcommand's configurations: a `clap::ValueEnum` enum with
+/// one variant per row (its doc comment is the option's help), its
+/// [`BenchConfig`] implementation, and `ALL`, every variant in row (table)
+/// order. A row reads `Variant => name, column, needs MPI, environment,
+/// description;`.
+macro_rules! bench_configs {
+    ($(#[$em:meta])* pub enum $ty:ident { $(
+        $(#[$vm:meta])* $v:ident => $name:literal, $col:literal, $mpi:literal, $env:expr,
+        $desc:expr;
+    )* }) => {
+        $(#[$em])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+        pub enum $ty { $($(#[$vm])* $v,)* }
+
+        impl $ty {
+            /// Every configuration, in table order.
+            pub const ALL: &'static [$ty] = &[$($ty::$v),*];
+        }
+
+        impl $crate::bench::sweep::jobs::BenchConfig for $ty {
+            fn spec(self) -> &'static $crate::bench::sweep::jobs::Spec {
+                match self { $($ty::$v => &$crate::bench::sweep::jobs::Spec {
+                    name: $name, column: $col, mpi: $mpi, env: $env, description: $desc,
+                },)* }
+            }
+        }
+    };
+}
+pub(crate) use bench_configs;
+
+/// Checks that every configuration of `C` is named as clap names it (a
+/// test of a `bench_configs!` table).
+#[cfg(test)]
+pub(crate) fn assert_named_as_clap_does<C: BenchConfig + clap::ValueEnum + std::fmt::Debug>() {
+    for c in C::value_variants() {
+        assert_eq!(C::from_str(c.name(), false).as_ref(), Ok(c), "{c:?}");
     }
 }
 
@@ -77,9 +155,19 @@ pub fn chosen_configs<C: BenchConfig>(
 }
 
 /// The options of every subcommand that sweeps worker jobs (`comm`,
-/// `rwrite`, `runtime`), flattened into its arguments.
+/// `rwrite`, `runtime`), flattened into its arguments; `SETTLE` is the
+/// default of `--settle`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct SweepArgs<C: clap::ValueEnum + Clone + Send + Sync + 'static> {
+pub struct SweepArgs<C: clap::ValueEnum + Clone + Send + Sync + 'static, const SETTLE: u32 = 10> {
+    /// Print one JSON document on stdout instead of the tables (`comm`
+    /// prints them on stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Before each run, wait up to this many seconds for other processes to
+    /// leave the CPUs idle (this machine may be shared; 0: do not wait).
+    /// Default: 10 (runtime: 3).
+    #[arg(long, value_name = "SECS", value_parser = |t: &str| parse_seconds(t, 3600))]
+    pub settle: Option<f64>,
     /// Sweeps per configuration; the best is kept.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub reps: u32,
@@ -95,17 +183,28 @@ pub struct SweepArgs<C: clap::ValueEnum + Clone + Send + Sync + 'static> {
     pub out: Option<PathBuf>,
 }
 
-impl<C: BenchConfig + clap::ValueEnum + Send + Sync> SweepArgs<C> {
+impl<C: BenchConfig + clap::ValueEnum + Send + Sync, const SETTLE: u32> SweepArgs<C, SETTLE> {
+    /// The configuration and results file of a worker rank, if this
+    /// process is one (`--worker`).
+    pub fn worker(&self) -> Option<(C, &Path)> {
+        Some((self.worker?, self.out.as_deref()?))
+    }
+
+    /// `--settle`, or its default.
+    pub fn settle(&self) -> f64 {
+        self.settle.unwrap_or(f64::from(SETTLE))
+    }
+
     /// Steps 1 to 3 of the [engine](super) for `mttl-bench BENCH`: the
     /// configurations asked for (of `all`), each run a job of this program
     /// with `args(config, sweep)` after the common ones, unless `local`
-    /// measures it in this process; `settle` and `retries` as [`Sweeps`]
-    /// has them.
+    /// measures it in this process; a disturbed run is repeated up to
+    /// `retries` times.
     pub fn sweep<R: Decode<()>>(
         &self,
         bench: &'static str,
         all: &[C],
-        (settle, retries): (f64, usize),
+        retries: usize,
         args: impl Fn(C, usize) -> Vec<String>,
         mut local: impl FnMut(C) -> Option<Measured<R>>,
     ) -> Result<Swept<C, Measured<R>>, BenchError> {
@@ -115,7 +214,7 @@ impl<C: BenchConfig + clap::ValueEnum + Send + Sync> SweepArgs<C> {
             bench: &format!("mttl-bench {bench}"),
             configs: &configs,
             reps: self.reps,
-            settle,
+            settle: self.settle(),
             retries,
             keep_going: false,
         };

@@ -25,6 +25,25 @@
 //! What the report is made of (tables, notes, targets and their verdicts,
 //! the JSON document, CSV files and figures) is in [`figures`], [`report`]
 //! and [`plot`]; starting worker jobs and their results files in [`jobs`].
+//!
+//! # A subcommand on the engine
+//!
+//! 1. Declare the configurations with `jobs::bench_configs!`: one row
+//!    each (name, column, MPI or not, environment, what runs).
+//! 2. Flatten [`jobs::SweepArgs`] into the subcommand's `clap::Args`
+//!    (`--json`, `--settle`, `--reps`, `--backends` and the hidden worker
+//!    options).
+//! 3. In its `run`: if [`jobs::SweepArgs::worker`] says this process is a
+//!    worker rank, measure and write the results
+//!    ([`jobs::mttl_program`], [`jobs::raw_mpi_worker`], or
+//!    [`jobs::write_results`]); else [`jobs::SweepArgs::sweep`] runs every
+//!    configuration's jobs and returns their runs.
+//! 4. Declare the metrics and split each run's samples into a
+//!    [`figures::Figures`] table; its [`figures::Figure`]s give best-of,
+//!    paired and one-job figures, laid out by size as tables and JSON rows.
+//! 5. Fill a [`report::Report`] (tables, method, targets, the subcommand's
+//!    JSON keys; the notes and common keys are the engine's) and `emit` it;
+//!    CSV files and figures go through [`report::OutputFiles`] and [`plot`].
 
 pub mod cpu_load;
 pub mod figures;
