@@ -10,12 +10,15 @@
 //!
 //! Files: `read` (files and blocks), `report` (`info` and `stats`),
 //! `clock` (offsets and suspensions), `analysis` (`timeline`,
-//! `reconstruct`, `check`).
+//! `reconstruct`, `check`), [`pairing`] (each message with its receive),
+//! [`ti`] (the time-independent export).
 
 mod analysis;
 mod clock;
+pub mod pairing;
 mod read;
 mod report;
+pub mod ti;
 
 pub use analysis::{
     check, check_report, reconstruct, reconstruct_report, timeline, Check, ReconstructedRank,
@@ -24,3 +27,4 @@ pub use analysis::{
 pub use clock::{is_tracing, Clocks};
 pub use read::{parse, read_dir, read_file, Ending, RankTrace, ReadError, Trace};
 pub use report::{info, stats};
+pub use ti::{TiOp, TiTrace};

@@ -7,6 +7,7 @@
 //! mttl-trace reconstruct DIR  suspensions removed: the run time and per-rank totals
 //! mttl-trace check DIR        every receive after its send, every send received
 //!                             (exits 1 when a violation remains after correction)
+//! mttl-trace export --ti OUT DIR   the time-independent trace, one file per rank
 //! ```
 
 use std::path::PathBuf;
@@ -52,6 +53,15 @@ enum Command {
         /// The trace directory.
         dir: PathBuf,
     },
+    /// Writes the trace in another format.
+    Export {
+        /// The trace directory.
+        dir: PathBuf,
+        /// The time-independent trace (docs/prediction.md) into this
+        /// directory, one `rank-NNNNN.ti` per rank, for `mttl-sim OUT`.
+        #[arg(long, value_name = "OUT")]
+        ti: PathBuf,
+    },
 }
 
 /// A command's text and whether it passed.
@@ -65,6 +75,7 @@ fn check(t: &mttl_trace::Trace) -> (String, bool) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (dir, report): (_, Report) = match cli.command {
+        Command::Export { dir, ti } => return export_ti(&dir, &ti),
         Command::Info { dir } => (dir, |t| (mttl_trace::info(t), true)),
         Command::Stats { dir } => (dir, |t| (mttl_trace::stats(t), true)),
         Command::Timeline { dir } => (dir, |t| (mttl_trace::timeline(t), true)),
@@ -86,4 +97,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `export --ti OUT DIR`.
+fn export_ti(dir: &std::path::Path, out: &std::path::Path) -> ExitCode {
+    let trace = match mttl_trace::read_dir(dir) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mttl-trace: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let ti = mttl_trace::TiTrace::from_trace(&trace);
+    if let Err(e) = ti.write_dir(out) {
+        eprintln!("mttl-trace: cannot write {}: {e}", out.display());
+        return ExitCode::FAILURE;
+    }
+    let ops: usize = ti.ranks.iter().map(Vec::len).sum();
+    println!(
+        "{} ranks, {ops} operations written to {}",
+        ti.ranks.len(),
+        out.display()
+    );
+    ExitCode::SUCCESS
 }
