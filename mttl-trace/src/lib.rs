@@ -11,13 +11,15 @@
 //! Files: `read` (files and blocks), `report` (`info` and `stats`),
 //! `clock` (offsets and suspensions), `analysis` (`timeline`,
 //! `reconstruct`, `check`), [`pairing`] (each message with its receive),
-//! [`ti`] (the time-independent export).
+//! [`ti`] (the time-independent export), [`scale`] (pseudo traces of
+//! larger jobs from a kernel's skeleton).
 
 mod analysis;
 mod clock;
 pub mod pairing;
 mod read;
 mod report;
+pub mod scale;
 pub mod ti;
 
 pub use analysis::{

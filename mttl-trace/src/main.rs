@@ -8,6 +8,8 @@
 //! mttl-trace check DIR        every receive after its send, every send received
 //!                             (exits 1 when a violation remains after correction)
 //! mttl-trace export --ti OUT DIR   the time-independent trace, one file per rank
+//! mttl-trace scale --to N --skeleton cg|stencil [--class C] DIR OUT
+//!                             pseudo TI traces of N ranks (docs/prediction.md)
 //! ```
 
 use std::path::PathBuf;
@@ -62,6 +64,23 @@ enum Command {
         #[arg(long, value_name = "OUT")]
         ti: PathBuf,
     },
+    /// Pseudo traces of a larger (or smaller) job: the messages from the
+    /// kernel's skeleton, the computation from the mapped real rank.
+    Scale {
+        /// Ranks of the pseudo traces.
+        #[arg(long, value_name = "N")]
+        to: usize,
+        /// The kernel: cg or stencil.
+        #[arg(long)]
+        skeleton: mttl_trace::scale::Kernel,
+        /// NPB class of the traced run (cg).
+        #[arg(long)]
+        class: Option<char>,
+        /// The real trace's directory.
+        dir: PathBuf,
+        /// Where the pseudo TI traces go (`rank-NNNNN.ti`, for `mttl-sim OUT`).
+        out: PathBuf,
+    },
 }
 
 /// A command's text and whether it passed.
@@ -76,6 +95,20 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (dir, report): (_, Report) = match cli.command {
         Command::Export { dir, ti } => return export_ti(&dir, &ti),
+        Command::Scale {
+            to,
+            skeleton,
+            class,
+            dir,
+            out,
+        } => {
+            let opts = mttl_trace::scale::ScaleOptions {
+                kernel: skeleton,
+                class,
+                to,
+            };
+            return scale(&dir, &out, &opts);
+        }
         Command::Info { dir } => (dir, |t| (mttl_trace::info(t), true)),
         Command::Stats { dir } => (dir, |t| (mttl_trace::stats(t), true)),
         Command::Timeline { dir } => (dir, |t| (mttl_trace::timeline(t), true)),
@@ -120,4 +153,49 @@ fn export_ti(dir: &std::path::Path, out: &std::path::Path) -> ExitCode {
         out.display()
     );
     ExitCode::SUCCESS
+}
+
+/// `scale --to N --skeleton K DIR OUT`.
+fn scale(
+    dir: &std::path::Path,
+    out: &std::path::Path,
+    opts: &mttl_trace::scale::ScaleOptions,
+) -> ExitCode {
+    let trace = match mttl_trace::read_dir(dir) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mttl-trace: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let real = mttl_trace::TiTrace::from_trace(&trace);
+    let mut writer = match mttl_trace::ti::TiWriter::new(out, opts.to) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("mttl-trace: cannot write {}: {e}", out.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut ops = 0usize;
+    let done = mttl_trace::scale::scale(&real, opts, |rank, list| {
+        ops += list.len();
+        writer
+            .write_rank(rank, list)
+            .map_err(|e| format!("cannot write {}: {e}", out.display()))
+    });
+    match done {
+        Ok(()) => {
+            println!(
+                "{} ranks, {ops} operations written to {} (from {} real ranks)",
+                opts.to,
+                out.display(),
+                real.ranks.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("mttl-trace: {}: {e}", dir.display());
+            ExitCode::FAILURE
+        }
+    }
 }

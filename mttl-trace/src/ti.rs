@@ -164,20 +164,11 @@ impl TiTrace {
         out
     }
 
-    /// Writes one file per rank into `dir` (created if missing), after
-    /// removing the TI files already there, so that the directory holds
-    /// exactly this trace.
+    /// Writes one file per rank into `dir` (see [`TiWriter`]).
     pub fn write_dir(&self, dir: &Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(dir)?;
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.starts_with("rank-") && name.ends_with(".ti") {
-                std::fs::remove_file(&path)?;
-            }
-        }
-        for rank in 0..self.ranks.len() {
-            std::fs::write(ti_file(dir, rank), self.rank_text(rank))?;
+        let mut w = TiWriter::new(dir, self.ranks.len())?;
+        for (rank, ops) in self.ranks.iter().enumerate() {
+            w.write_rank(rank, ops)?;
         }
         Ok(())
     }
@@ -198,6 +189,46 @@ impl TiTrace {
                 c
             })
             .collect()
+    }
+}
+
+/// Writes a TI trace rank by rank, so that a large one never has to be
+/// held whole.
+#[derive(Debug)]
+pub struct TiWriter {
+    dir: PathBuf,
+    ranks: usize,
+}
+
+impl TiWriter {
+    /// A writer of `ranks` ranks into `dir` (created if missing); the TI
+    /// files already there are removed, so that the directory ends up
+    /// holding exactly this trace.
+    pub fn new(dir: &Path, ranks: usize) -> std::io::Result<TiWriter> {
+        std::fs::create_dir_all(dir)?;
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with("rank-") && name.ends_with(".ti") {
+                std::fs::remove_file(&path)?;
+            }
+        }
+        Ok(TiWriter {
+            dir: dir.to_path_buf(),
+            ranks,
+        })
+    }
+
+    /// Writes rank `rank`'s file.
+    pub fn write_rank(&mut self, rank: usize, ops: &[TiOp]) -> std::io::Result<()> {
+        use std::io::Write;
+        let file = std::fs::File::create(ti_file(&self.dir, rank))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+        write!(out, "{TI_MAGIC}\nranks {}\nrank {rank}\n", self.ranks)?;
+        for op in ops {
+            writeln!(out, "{op}")?;
+        }
+        out.flush()
     }
 }
 
