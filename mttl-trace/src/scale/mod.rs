@@ -194,9 +194,29 @@ fn ops_of(steps: &[Step]) -> Vec<TiOp> {
         .collect()
 }
 
-/// The computation of each phase of a real rank: `steps` is the skeleton
-/// of that rank, `real` its TI trace (see the module docs, step 3).
-fn phase_calcs(steps: &[Step], real: &[TiOp]) -> Vec<u64> {
+/// The computation of one phase of a real rank: the `calc` that preceded
+/// each of its messages, by the message's place in the phase, and what no
+/// message of the pseudo rank takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Phase {
+    /// (is a receive, tag, occurrence in the phase) to the ns before it.
+    before: HashMap<(bool, u64, usize), u64>,
+    /// Every calc of the phase, ns.
+    total: u64,
+}
+
+/// A message's place in its phase, whatever its peer: (is a receive, tag,
+/// how many such came before it in the phase).
+fn place(op: &TiOp, seen: &mut HashMap<(bool, u64), usize>) -> Option<(bool, u64, usize)> {
+    let (recv, _, tag) = stream_key(op)?;
+    let i = seen.entry((recv, tag)).or_insert(0);
+    *i += 1;
+    Some((recv, tag, *i - 1))
+}
+
+/// The phases of a real rank: `steps` is the skeleton of that rank, `real`
+/// its TI trace (see the module docs, step 3).
+fn phases(steps: &[Step], real: &[TiOp]) -> Vec<Phase> {
     // Per compute point, the (stream, index in it) of the message before it.
     let mut seen: HashMap<(bool, u32, u64), usize> = HashMap::new();
     let mut last = None;
@@ -227,20 +247,80 @@ fn phase_calcs(steps: &[Step], real: &[TiOp]) -> Vec<u64> {
         let p = b.and_then(|b| at.get(&b).copied()).unwrap_or(0);
         starts.push(p.max(starts.last().copied().unwrap_or(0)));
     }
-    let mut calcs = Vec::with_capacity(starts.len());
+    let mut out = Vec::with_capacity(starts.len());
     for (j, &s) in starts.iter().enumerate() {
         let e = starts.get(j + 1).copied().unwrap_or(real.len());
-        calcs.push(
-            real[s..e]
-                .iter()
-                .map(|op| match op {
-                    TiOp::Calc(ns) => *ns,
-                    _ => 0,
-                })
-                .sum(),
-        );
+        let mut phase = Phase::default();
+        let mut seen = HashMap::new();
+        let mut pending = 0;
+        for op in &real[s..e] {
+            match op {
+                TiOp::Calc(ns) => {
+                    pending += ns;
+                    phase.total += ns;
+                }
+                _ => {
+                    if let Some(p) = place(op, &mut seen) {
+                        phase.before.insert(p, pending);
+                    }
+                    pending = 0;
+                }
+            }
+        }
+        out.push(phase);
     }
-    calcs
+    out
+}
+
+/// Rank r''s operations: the skeleton's `steps` with the computation of
+/// the real rank's `phases` (scaled by `ratio`): before each message the
+/// calc that preceded the message in the same place of the real phase, and
+/// at the phase's compute point the rest of the phase's computation.
+fn with_times(steps: &[Step], phases: &[Phase], ratio: f64) -> Vec<TiOp> {
+    let scaled = |ns: u64| (ns as f64 * ratio).round() as u64;
+    let mut ops = Vec::with_capacity(steps.len() + phases.len());
+    let mut phase = 0;
+    let mut i = 0;
+    while i < steps.len() {
+        let Step::Compute = steps[i] else {
+            if let Step::Op(op) = steps[i] {
+                ops.push(op);
+            }
+            i += 1;
+            continue;
+        };
+        let end = steps[i + 1..]
+            .iter()
+            .position(|s| *s == Step::Compute)
+            .map_or(steps.len(), |p| i + 1 + p);
+        let real = &phases[phase];
+        let mut seen = HashMap::new();
+        let before: Vec<u64> = steps[i + 1..end]
+            .iter()
+            .map(|s| match s {
+                Step::Op(op) => place(op, &mut seen)
+                    .and_then(|p| real.before.get(&p).copied())
+                    .unwrap_or(0),
+                Step::Compute => 0,
+            })
+            .collect();
+        let rest = scaled(real.total.saturating_sub(before.iter().sum()));
+        if rest > 0 {
+            ops.push(TiOp::Calc(rest));
+        }
+        for (s, ns) in steps[i + 1..end].iter().zip(before) {
+            if let Step::Op(op) = s {
+                let ns = scaled(ns);
+                if ns > 0 {
+                    ops.push(TiOp::Calc(ns));
+                }
+                ops.push(*op);
+            }
+        }
+        phase += 1;
+        i = end;
+    }
+    ops
 }
 
 /// A skeleton ready for `real`: what it needs to learn from the trace.
@@ -292,7 +372,7 @@ pub fn scale(
                  MTTL_AGGREGATE=0 and MTTL_TRACE_FLUSH=memory or local, see docs/prediction.md)"
             )));
         }
-        phases.push(phase_calcs(&steps, ops));
+        phases.push(self::phases(&steps, ops));
     }
     for r in 0..opts.to {
         let m = r * n / opts.to;
@@ -308,18 +388,7 @@ pub fn scale(
             )));
         }
         let ratio = skel.work(r, opts.to) / skel.work(m, n);
-        let mut j = 0;
-        let ops: Vec<TiOp> = steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::Op(op) => Some(*op),
-                Step::Compute => {
-                    let ns = (phases[m][j] as f64 * ratio).round() as u64;
-                    j += 1;
-                    (ns > 0).then_some(TiOp::Calc(ns))
-                }
-            })
-            .collect();
+        let ops = with_times(&steps, &phases[m], ratio);
         out(r, &ops).map_err(ScaleError::Write)?;
     }
     Ok(())
@@ -355,7 +424,7 @@ mod tests {
     }
 
     #[test]
-    fn phases_sum_the_calcs_between_the_messages_before_each_compute_point() {
+    fn a_phase_gives_each_message_the_calc_before_it_in_the_same_place() {
         let steps = [
             Step::Compute,
             Step::Op(send(1, 3)),
@@ -365,7 +434,7 @@ mod tests {
             Step::Op(recv(1, 3)),
             Step::Compute,
         ];
-        // The real rank took its receive late, after a calc of 7.
+        // The real rank took its first receive after a calc of 7.
         let real = [
             TiOp::Calc(2),
             send(1, 3),
@@ -376,6 +445,22 @@ mod tests {
             recv(1, 3),
             TiOp::Calc(100),
         ];
-        assert_eq!(phase_calcs(&steps, &real), vec![9, 10, 100]);
+        let p = phases(&steps, &real);
+        assert_eq!(p.iter().map(|p| p.total).collect::<Vec<_>>(), vec![9, 10, 100]);
+        // At the same size, the real rank's times come back where they were.
+        assert_eq!(with_times(&steps, &p, 1.0), real.to_vec());
+        // A pseudo rank talking to rank 2 instead takes the same times, halved.
+        let other: Vec<Step> = steps
+            .iter()
+            .map(|s| match s {
+                Step::Op(TiOp::Send { tag, .. }) => Step::Op(send(2, *tag)),
+                Step::Op(TiOp::Recv { tag, .. }) => Step::Op(recv(2, *tag)),
+                s => *s,
+            })
+            .collect();
+        let ops = with_times(&other, &p, 0.5);
+        assert_eq!(ops[0], TiOp::Calc(1));
+        assert_eq!(ops[2], TiOp::Calc(4));
+        assert_eq!(ops.last(), Some(&TiOp::Calc(50)));
     }
 }
