@@ -45,7 +45,7 @@ pub enum Step {
 }
 
 /// The kernels with a skeleton.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
     /// NPB CG (`npb cg`, the mttl driver).
     Cg,
@@ -446,7 +446,10 @@ mod tests {
             TiOp::Calc(100),
         ];
         let p = phases(&steps, &real);
-        assert_eq!(p.iter().map(|p| p.total).collect::<Vec<_>>(), vec![9, 10, 100]);
+        assert_eq!(
+            p.iter().map(|p| p.total).collect::<Vec<_>>(),
+            vec![9, 10, 100]
+        );
         // At the same size, the real rank's times come back where they were.
         assert_eq!(with_times(&steps, &p, 1.0), real.to_vec());
         // A pseudo rank talking to rank 2 instead takes the same times, halved.
