@@ -15,7 +15,7 @@
 //! `cargo build -p benches-npb` first when running this test alone).
 
 // This file runs binaries, not scenarios of its own.
-#[allow(unused_macros, unused_imports, dead_code)]
+#[allow(unused_macros, unused_imports)]
 mod runtime_support;
 
 use std::path::{Path, PathBuf};
