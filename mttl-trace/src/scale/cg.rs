@@ -87,7 +87,14 @@ impl Cg {
     /// Rank `me` of `n` (see the module docs).
     pub(crate) fn steps(&self, me: usize, n: usize) -> Result<Vec<Step>, String> {
         let grid = self.grid(me, n)?;
-        let grids: Vec<CgGrid> = (0..n).map(|r| self.grid(r, n)).collect::<Result<_, _>>()?;
+        // The partners' grids: what they send this rank.
+        let mut partners: Vec<usize> = grid.reduce_steps.iter().map(|s| s.partner).collect();
+        partners.push(grid.exch_proc);
+        let grids: Vec<(usize, CgGrid)> = partners
+            .into_iter()
+            .map(|r| Ok((r, self.grid(r, n)?)))
+            .collect::<Result<_, String>>()?;
+        let grids = Partners(grids);
         let mut e = Emitter::new(me, n);
         // cg_init(class): the matrix, then allreduce_max of one usize.
         e.spmd_call(1);
@@ -124,6 +131,21 @@ impl Cg {
     }
 }
 
+/// The grids of a rank's partners.
+struct Partners(Vec<(usize, CgGrid)>);
+
+impl std::ops::Index<usize> for Partners {
+    type Output = CgGrid;
+    fn index(&self, rank: usize) -> &CgGrid {
+        &self
+            .0
+            .iter()
+            .find(|(r, _)| *r == rank)
+            .expect("a partner's grid")
+            .1
+    }
+}
+
 /// One exchange with `partner`: `send` values out, `recv` values in.
 fn exchange(e: &mut Emitter, partner: usize, send: usize, recv: usize) {
     if partner == e.me {
@@ -144,7 +166,7 @@ fn row_sum(e: &mut Emitter, grid: &CgGrid, values: usize) {
 }
 
 /// `A·p` across the grid: the mat-vec, the row reduction, the transpose.
-fn matvec(e: &mut Emitter, grid: &CgGrid, grids: &[CgGrid]) {
+fn matvec(e: &mut Emitter, grid: &CgGrid, grids: &Partners) {
     e.compute();
     if grid.l2npcols == 0 {
         return;
@@ -158,7 +180,7 @@ fn matvec(e: &mut Emitter, grid: &CgGrid, grids: &[CgGrid]) {
 }
 
 /// One outer iteration: `conj_grad`, then a row sum of two values.
-fn power_step(e: &mut Emitter, grid: &CgGrid, grids: &[CgGrid]) {
+fn power_step(e: &mut Emitter, grid: &CgGrid, grids: &Partners) {
     row_sum(e, grid, 1);
     for _ in 0..CG_ITMAX {
         matvec(e, grid, grids);

@@ -30,7 +30,9 @@ mod cg;
 mod runtime;
 mod stencil;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::ti::{TiOp, TiTrace};
 
@@ -218,7 +220,7 @@ fn place(op: &TiOp, seen: &mut HashMap<(bool, u64), usize>) -> Option<(bool, u64
 /// its TI trace (see the module docs, step 3).
 fn phases(steps: &[Step], real: &[TiOp]) -> Vec<Phase> {
     // Per compute point, the (stream, index in it) of the message before it.
-    let mut seen: HashMap<(bool, u32, u64), usize> = HashMap::new();
+    let mut seen: HashMap<(bool, u32, u64), usize> = HashMap::default();
     let mut last = None;
     let mut bounds = Vec::new();
     for s in steps {
@@ -233,8 +235,8 @@ fn phases(steps: &[Step], real: &[TiOp]) -> Vec<Phase> {
         }
     }
     // Where each of those messages is in the real trace.
-    let mut at: HashMap<((bool, u32, u64), usize), usize> = HashMap::new();
-    let mut counts: HashMap<(bool, u32, u64), usize> = HashMap::new();
+    let mut at: HashMap<((bool, u32, u64), usize), usize> = HashMap::default();
+    let mut counts: HashMap<(bool, u32, u64), usize> = HashMap::default();
     for (pos, op) in real.iter().enumerate() {
         if let Some(k) = stream_key(op) {
             let i = counts.entry(k).or_insert(0);
@@ -251,7 +253,7 @@ fn phases(steps: &[Step], real: &[TiOp]) -> Vec<Phase> {
     for (j, &s) in starts.iter().enumerate() {
         let e = starts.get(j + 1).copied().unwrap_or(real.len());
         let mut phase = Phase::default();
-        let mut seen = HashMap::new();
+        let mut seen = HashMap::default();
         let mut pending = 0;
         for op in &real[s..e] {
             match op {
@@ -294,7 +296,7 @@ fn with_times(steps: &[Step], phases: &[Phase], ratio: f64) -> Vec<TiOp> {
             .position(|s| *s == Step::Compute)
             .map_or(steps.len(), |p| i + 1 + p);
         let real = &phases[phase];
-        let mut seen = HashMap::new();
+        let mut seen = HashMap::default();
         let before: Vec<u64> = steps[i + 1..end]
             .iter()
             .map(|s| match s {
