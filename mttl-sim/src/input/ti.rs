@@ -346,4 +346,56 @@ mod tests {
         let e = parse_rank(f, b"mttl-ti 1\nranks 2\nrank 0\ncalc 5\nsend 1 to 1\n").unwrap_err();
         assert_eq!(e.line, 5);
     }
+
+    /// A directory holding `files` (name, text), fresh for `what`.
+    fn dir_of(what: &str, files: &[(&str, &str)]) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("mttl-sim-ti-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for (name, text) in files {
+            std::fs::write(d.join(name), text).unwrap();
+        }
+        d
+    }
+
+    const R0: &str =
+        "mttl-ti 1\nranks 2\nrank 0\ncalc 10\nisend 8 to 1 tag 3\nrecv 8 from 1 tag 4\n";
+    const R1: &str = "mttl-ti 1\nranks 2\nrank 1\nrecv 8 from 0 tag 3\nsend 8 to 0 tag 4\n";
+
+    #[test]
+    fn a_directory_loads_with_the_chain_of_dependencies() {
+        let d = dir_of("ok", &[("rank-00000.ti", R0), ("rank-00001.ti", R1)]);
+        let s = load_dir(&d).unwrap();
+        assert_eq!((s.num_ranks(), s.num_ops(), s.ncpus()), (2, 5, 1));
+        // calc -> isend (requires), isend -> recv (irequires).
+        assert_eq!(s.done_dependents(0), &[1]);
+        assert_eq!(s.start_dependents(1), &[2]);
+        assert_eq!(s.dep_counts(), &[0, 1, 1, 0, 1]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn directories_that_do_not_make_one_job_are_refused() {
+        let msg = |what: &str, files: &[(&str, &str)]| {
+            let d = dir_of(what, files);
+            let e = load_dir(&d).unwrap_err().to_string();
+            let _ = std::fs::remove_dir_all(&d);
+            e
+        };
+        let e = msg("missing", &[("rank-00000.ti", R0)]);
+        assert!(
+            e.contains("state 2 ranks but the directory holds 1") && e.contains("missing: 1"),
+            "{e}"
+        );
+        let e = msg("swapped", &[("rank-00000.ti", R1), ("rank-00001.ti", R0)]);
+        assert!(
+            e.contains("rank-00000.ti:3") && e.contains("file name"),
+            "{e}"
+        );
+        let far = R1.replace("send 8 to 0", "send 8 to 5");
+        let e = msg("far", &[("rank-00000.ti", R0), ("rank-00001.ti", &far)]);
+        assert!(e.contains("rank-00001.ti:5") && e.contains("peer 5"), "{e}");
+        let e = msg("empty", &[]);
+        assert!(e.contains("holds no TI files"), "{e}");
+    }
 }
