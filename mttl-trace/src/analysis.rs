@@ -1,15 +1,18 @@
 //! `timeline`, `reconstruct` and `check`: the run seen on one clock, with
 //! the suspensions removed, and the messages' order checked.
 //!
-//! Messages are paired as [`crate::pairing`] explains. A pair violates the
+//! Messages are paired per (source, destination, tag) in order, which is
+//! how every backend delivers them: a send or nsend is one message; a
+//! `send_headed_bulk` or `nsend_headed` two, its header (tag
+//! `a | TAG_LARGE`) and its body (tag `TAG_DATA`). A pair violates the
 //! clock condition when its receive ends before its send began.
 
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write;
 
-use mttl_core::trace::format::{Event, Kind};
+use mttl_core::trace::format::{Event, Kind, TAG_DATA, TAG_LARGE};
 
 use crate::clock::{is_tracing, Clocks};
-use crate::pairing::pair;
 use crate::read::Trace;
 
 fn ms(ns: u64) -> f64 {
@@ -175,29 +178,50 @@ impl Check {
 /// Pairs every send with its receive and counts the violations.
 pub fn check(t: &Trace) -> Check {
     let clocks = Clocks::of(t);
-    let p = pair(t.ranks.iter().map(|r| &r.events[..]));
-    let mut c = Check {
-        unmatched_receives: p.unmatched_receives.len() as u64,
-        ..Check::default()
-    };
-    for m in &p.messages {
-        let Some((rank, i)) = m.recv else {
-            c.unmatched_sends += 1;
-            continue;
-        };
-        let (from, s) = m.send;
-        let begin = t.ranks[from].events[s].begin;
-        let e = &t.ranks[rank].events[i];
-        c.pairs += 1;
-        if e.end < begin {
-            c.violations_before += 1;
-        }
-        if clocks.suspended_at(from, begin) && clocks.suspended_at(rank, e.end) {
-            c.inside_suspensions += 1;
-        } else if clocks.corrected(rank, e.end) < clocks.corrected(from, begin) {
-            c.violations_after += 1;
+    // (src, dst, tag) -> sends (rank, begin) in order.
+    let mut sends: HashMap<(u32, u32, u64), VecDeque<(usize, u64)>> = HashMap::new();
+    for (rank, r) in t.ranks.iter().enumerate() {
+        for e in &r.events {
+            let Some(dst) = e.peer else { continue };
+            let tags: &[u64] = match e.kind {
+                Kind::Send | Kind::Nsend => &[e.a],
+                Kind::SendHeadedBulk | Kind::NsendHeaded => &[e.a | TAG_LARGE, TAG_DATA],
+                _ => &[],
+            };
+            for &tag in tags {
+                sends
+                    .entry((rank as u32, dst, tag))
+                    .or_default()
+                    .push_back((rank, e.begin));
+            }
         }
     }
+    let mut c = Check::default();
+    for (rank, r) in t.ranks.iter().enumerate() {
+        for e in &r.events {
+            if !matches!(e.kind, Kind::RecvAny | Kind::RecvFrom | Kind::RecvInto) {
+                continue;
+            }
+            let Some(src) = e.peer else { continue };
+            let Some((from, begin)) = sends
+                .get_mut(&(src, rank as u32, e.a))
+                .and_then(VecDeque::pop_front)
+            else {
+                c.unmatched_receives += 1;
+                continue;
+            };
+            c.pairs += 1;
+            if e.end < begin {
+                c.violations_before += 1;
+            }
+            if clocks.suspended_at(from, begin) && clocks.suspended_at(rank, e.end) {
+                c.inside_suspensions += 1;
+            } else if clocks.corrected(rank, e.end) < clocks.corrected(from, begin) {
+                c.violations_after += 1;
+            }
+        }
+    }
+    c.unmatched_sends = sends.values().map(|q| q.len() as u64).sum();
     c
 }
 

@@ -6,6 +6,9 @@
 //! ranks with one tag in the order sent, so the k-th receive on rank d of
 //! tag t from rank s takes the k-th message of tag t that s sent to d:
 //! pairing is counting, per (source, destination, tag), in order.
+//!
+//! It pairs any per-rank event lists, such as the reconstructed ones the TI
+//! export walks (`check` pairs the raw trace the same way).
 
 use std::collections::{HashMap, VecDeque};
 
