@@ -27,11 +27,10 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use mttl::{GlobalArray, GlobalPtr};
-
-/// Cells per node.
-const CELLS: usize = 100;
-/// Time steps.
-const STEPS: usize = 1000;
+// The decomposition (cells per node, steps, who writes to whom) is shared
+// with `mttl-trace scale --skeleton stencil`, which computes the pseudo
+// traces of larger jobs from it.
+use mttl_kernels::stencil::{first_cell, neighbours, CELLS, STEPS};
 /// Diffusion number (stable below 0.5).
 const ALPHA: f64 = 0.25;
 /// Temperatures held at the rod's ends.
@@ -66,7 +65,7 @@ fn initial(i: usize) -> f64 {
 #[mttl::remote]
 fn setup() -> GlobalPtr<f64> {
     let a = Rc::new(GlobalArray::<f64>::new(LEN));
-    let start = mttl::rank() * CELLS;
+    let start = first_cell(mttl::rank());
     for (i, cell) in a.borrow_mut()[FIRST..RIGHT].iter_mut().enumerate() {
         *cell = initial(start + i);
     }
@@ -87,11 +86,14 @@ fn run(blocks: Vec<GlobalPtr<f64>>, steps: usize) {
             let b = block.borrow();
             (b[FIRST], b[RIGHT - 1])
         };
-        if me > 0 {
-            blocks[me - 1].add(RIGHT + set).nwrite(first);
-        }
-        if me + 1 < n {
-            blocks[me + 1].add(LEFT + set).nwrite(last);
+        for next in neighbours(me, n) {
+            // The left neighbour gets this block's first cell in its right
+            // ghost cell, the right one the last cell in its left ghost.
+            if next < me {
+                blocks[next].add(RIGHT + set).nwrite(first);
+            } else {
+                blocks[next].add(LEFT + set).nwrite(last);
+            }
         }
         // 2. Every halo of this step is in place once the barrier returns.
         mttl::barrier();

@@ -1,4 +1,4 @@
-//! `mttl-sim FILE [-L ns] [-o ns] [-g ns] [-G ns/B] [-O ns/B] [-S bytes] [--json]`
+//! `mttl-sim FILE|DIR [-L ns] [-o ns] [-g ns] [-G ns/B] [-O ns/B] [-S bytes] [--json]`
 //!
 //! Prints each rank's finish time with its computation, communication and
 //! waiting time, then the maximum. Exit status: 0 when the schedule ran to
@@ -12,11 +12,12 @@ use clap::Parser;
 use mttl_sim::{input, simulate, Blocked, Params, Report, Schedule};
 use serde_json::json;
 
-/// Simulates a GOAL schedule under LogGOPS (LogGOPSim's semantics).
+/// Simulates a GOAL schedule or a TI trace under LogGOPS (LogGOPSim's semantics).
 #[derive(Debug, Parser)]
 #[command(name = "mttl-sim", version)]
 struct Args {
-    /// The schedule (GOAL text, as LogGOPSim's txt2bin reads).
+    /// The schedule: GOAL text (as LogGOPSim's txt2bin reads), or a
+    /// directory of time-independent traces (`mttl-trace export --ti`).
     file: PathBuf,
     /// Latency L, ns.
     #[arg(short = 'L', default_value_t = Params::default().l)]

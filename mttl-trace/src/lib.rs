@@ -10,13 +10,18 @@
 //!
 //! Files: `read` (files and blocks), `report` (`info` and `stats`),
 //! `clock` (offsets and suspensions), `analysis` (`timeline`,
-//! `reconstruct`, `check`), `export` (Perfetto and OTF2).
+//! `reconstruct`, `check`), `export` (Perfetto and OTF2), [`pairing`]
+//! (each message with its receive), [`ti`] (the time-independent export),
+//! [`scale`] (pseudo traces of larger jobs from a kernel's skeleton).
 
 mod analysis;
 mod clock;
 mod export;
+pub mod pairing;
 mod read;
 mod report;
+pub mod scale;
+pub mod ti;
 
 pub use analysis::{
     check, check_report, kept_in_reconstruction, pair_messages, reconstruct, reconstruct_report,
@@ -28,3 +33,4 @@ pub use export::perfetto::{export_perfetto, proto as perfetto_proto};
 pub use export::{ExportError, ExportOptions, ExportSummary};
 pub use read::{parse, read_dir, read_file, Ending, RankTrace, ReadError, Trace};
 pub use report::{info, stats};
+pub use ti::{TiOp, TiTrace};

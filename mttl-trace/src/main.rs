@@ -10,6 +10,9 @@
 //! mttl-trace export DIR --perfetto FILE  the run for ui.perfetto.dev
 //! mttl-trace export DIR --otf2 OUT       the run for Vampir (cargo feature `otf2`)
 //!                                        (--reconstructed: the suspensions removed)
+//! mttl-trace export DIR --ti OUT         the time-independent trace, one file per rank
+//! mttl-trace scale --to N --skeleton cg|stencil [--class C] DIR OUT
+//!                             pseudo TI traces of N ranks (docs/prediction.md)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -55,8 +58,9 @@ enum Command {
         /// The trace directory.
         dir: PathBuf,
     },
-    /// Writes the run for other tools: Perfetto (ui.perfetto.dev) and OTF2
-    /// (Vampir, Scalasca; needs the cargo feature `otf2`).
+    /// Writes the run for other tools: Perfetto (ui.perfetto.dev), OTF2
+    /// (Vampir, Scalasca; needs the cargo feature `otf2`) and the
+    /// time-independent trace `mttl-sim` reads.
     #[command(group(clap::ArgGroup::new("format").required(true).multiple(true)))]
     Export {
         /// The trace directory.
@@ -67,10 +71,32 @@ enum Command {
         /// Write an OTF2 archive into DIR (new or empty).
         #[arg(long, value_name = "DIR", group = "format")]
         otf2: Option<PathBuf>,
+        /// The time-independent trace (docs/prediction.md) into this
+        /// directory, one `rank-NNNNN.ti` per rank, for `mttl-sim OUT`
+        /// (suspensions always removed).
+        #[arg(long, value_name = "OUT", group = "format")]
+        ti: Option<PathBuf>,
         /// Remove the suspensions (as `reconstruct` does) instead of
-        /// showing them.
+        /// showing them (Perfetto and OTF2).
         #[arg(long)]
         reconstructed: bool,
+    },
+    /// Pseudo traces of a larger (or smaller) job: the messages from the
+    /// kernel's skeleton, the computation from the mapped real rank.
+    Scale {
+        /// Ranks of the pseudo traces.
+        #[arg(long, value_name = "N")]
+        to: usize,
+        /// The kernel: cg or stencil.
+        #[arg(long)]
+        skeleton: mttl_trace::scale::Kernel,
+        /// NPB class of the traced run (cg).
+        #[arg(long)]
+        class: Option<char>,
+        /// The real trace's directory.
+        dir: PathBuf,
+        /// Where the pseudo TI traces go (`rank-NNNNN.ti`, for `mttl-sim OUT`).
+        out: PathBuf,
     },
 }
 
@@ -127,8 +153,15 @@ fn main() -> ExitCode {
             dir,
             perfetto,
             otf2,
+            ti,
             reconstructed,
         } => {
+            if let Some(ti) = ti {
+                let done = export_ti(&dir, &ti);
+                if done != ExitCode::SUCCESS || (perfetto.is_none() && otf2.is_none()) {
+                    return done;
+                }
+            }
             // Refuse an unusable OTF2 directory before writing anything.
             if let Some(Err(e)) = otf2.as_deref().map(mttl_trace::otf2_dir_usable) {
                 eprintln!("mttl-trace: {e}");
@@ -145,6 +178,20 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             };
+        }
+        Command::Scale {
+            to,
+            skeleton,
+            class,
+            dir,
+            out,
+        } => {
+            let opts = mttl_trace::scale::ScaleOptions {
+                kernel: skeleton,
+                class,
+                to,
+            };
+            return scale(&dir, &out, &opts);
         }
         Command::Info { dir } => (dir, |t| (mttl_trace::info(t), true)),
         Command::Stats { dir } => (dir, |t| (mttl_trace::stats(t), true)),
@@ -164,6 +211,74 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("mttl-trace: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `export --ti OUT DIR`.
+fn export_ti(dir: &std::path::Path, out: &std::path::Path) -> ExitCode {
+    let trace = match mttl_trace::read_dir(dir) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mttl-trace: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let ti = mttl_trace::TiTrace::from_trace(&trace);
+    if let Err(e) = ti.write_dir(out) {
+        eprintln!("mttl-trace: cannot write {}: {e}", out.display());
+        return ExitCode::FAILURE;
+    }
+    let ops: usize = ti.ranks.iter().map(Vec::len).sum();
+    println!(
+        "{} ranks, {ops} operations written to {}",
+        ti.ranks.len(),
+        out.display()
+    );
+    ExitCode::SUCCESS
+}
+
+/// `scale --to N --skeleton K DIR OUT`.
+fn scale(
+    dir: &std::path::Path,
+    out: &std::path::Path,
+    opts: &mttl_trace::scale::ScaleOptions,
+) -> ExitCode {
+    let trace = match mttl_trace::read_dir(dir) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mttl-trace: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let real = mttl_trace::TiTrace::from_trace(&trace);
+    let mut writer = match mttl_trace::ti::TiWriter::new(out, opts.to) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("mttl-trace: cannot write {}: {e}", out.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut ops = 0usize;
+    let done = mttl_trace::scale::scale(&real, opts, |rank, list| {
+        ops += list.len();
+        writer
+            .write_rank(rank, list)
+            .map_err(|e| format!("cannot write {}: {e}", out.display()))
+    });
+    match done {
+        Ok(()) => {
+            println!(
+                "{} ranks, {ops} operations written to {} (from {} real ranks)",
+                opts.to,
+                out.display(),
+                real.ranks.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("mttl-trace: {}: {e}", dir.display());
             ExitCode::FAILURE
         }
     }
