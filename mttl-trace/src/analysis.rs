@@ -7,10 +7,9 @@
 //! `a | TAG_LARGE`) and its body (tag `TAG_DATA`). A pair violates the
 //! clock condition when its receive ends before its send began.
 
-use std::collections::{HashMap, VecDeque};
 use std::fmt::Write;
 
-use mttl_core::trace::format::{Event, Kind, TAG_DATA, TAG_LARGE};
+use mttl_core::trace::format::{Event, Kind};
 
 use crate::clock::{is_tracing, Clocks};
 use crate::read::Trace;
@@ -206,60 +205,28 @@ pub struct Messages {
     pub unmatched_receives: Vec<(usize, usize)>,
 }
 
-/// The tags of the messages a send event put on the wire: one for a send
-/// or nsend, two for a headed send (its header's, then its body's); none
-/// for any other event.
-fn sent_tags(e: &Event) -> impl Iterator<Item = u64> {
-    let tags = match e.kind {
-        Kind::Send | Kind::Nsend => [Some(e.a), None],
-        Kind::SendHeadedBulk | Kind::NsendHeaded => [Some(e.a | TAG_LARGE), Some(TAG_DATA)],
-        _ => [None, None],
-    };
-    tags.into_iter().flatten()
-}
-
 /// Pairs every message's send with its receive, per (source, destination,
-/// tag) in order (see the module's doc).
+/// tag) in order ([`crate::pairing`], which the TI export uses on the
+/// reconstructed events).
 pub fn pair_messages(t: &Trace) -> Messages {
-    // (src, dst, tag) -> sends (rank, event index) in order.
-    let mut sends: HashMap<(u32, u32, u64), VecDeque<(usize, usize)>> = HashMap::new();
-    for (rank, r) in t.ranks.iter().enumerate() {
-        for (i, e) in r.events.iter().enumerate() {
-            let Some(dst) = e.peer else { continue };
-            for tag in sent_tags(e) {
-                sends
-                    .entry((rank as u32, dst, tag))
-                    .or_default()
-                    .push_back((rank, i));
-            }
+    let p = crate::pairing::pair(t.ranks.iter().map(|r| &r.events[..]));
+    let mut m = Messages {
+        unmatched_receives: p.unmatched_receives,
+        ..Messages::default()
+    };
+    for msg in p.messages {
+        match msg.recv {
+            Some(recv) => m.pairs.push(MessagePair {
+                send: msg.send,
+                recv,
+                tag: msg.tag,
+            }),
+            None => m.unmatched_sends.push((msg.send.0, msg.send.1, msg.tag)),
         }
     }
-    let mut m = Messages::default();
-    for (rank, r) in t.ranks.iter().enumerate() {
-        for (i, e) in r.events.iter().enumerate() {
-            if !matches!(e.kind, Kind::RecvAny | Kind::RecvFrom | Kind::RecvInto) {
-                continue;
-            }
-            let Some(src) = e.peer else { continue };
-            match sends
-                .get_mut(&(src, rank as u32, e.a))
-                .and_then(VecDeque::pop_front)
-            {
-                Some(send) => m.pairs.push(MessagePair {
-                    send,
-                    recv: (rank, i),
-                    tag: e.a,
-                }),
-                None => m.unmatched_receives.push((rank, i)),
-            }
-        }
-    }
-    let mut left: Vec<(usize, usize, u64)> = sends
-        .into_iter()
-        .flat_map(|((_, _, tag), q)| q.into_iter().map(move |(r, i)| (r, i, tag)))
-        .collect();
-    left.sort_unstable();
-    m.unmatched_sends = left;
+    // In the order of the receives, as `check` reports them.
+    m.pairs.sort_unstable_by_key(|p| p.recv);
+    m.unmatched_sends.sort_unstable();
     m
 }
 
