@@ -27,6 +27,7 @@ use mttl::{GlobalArray, GlobalObject, GlobalPtr, GlobalRef};
 
 use super::error::{check_size, DriverError};
 use super::report::{report_failures, Kernel, Outcome, Variant};
+use super::TIMED_REGION;
 use crate::npb::class::IS_ITERATIONS;
 use crate::npb::is::{check_procs, key_buffer_len, IsComm, IsRank};
 use crate::npb::Class;
@@ -140,6 +141,7 @@ fn is_kernel(boundaries: Vec<GlobalPtr<i32>>) -> (usize, f64) {
     };
     rank.rank_keys(&mut comm, 1);
     rank.clear_failures();
+    let _timed = mttl::trace::region(TIMED_REGION);
     let t0 = Instant::now();
     let mut passed = 0;
     for iteration in 1..=IS_ITERATIONS {
