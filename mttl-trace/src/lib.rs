@@ -18,8 +18,8 @@ mod read;
 mod report;
 
 pub use analysis::{
-    check, check_report, reconstruct, reconstruct_report, timeline, Check, ReconstructedRank,
-    Reconstruction,
+    check, check_json, check_report, reconstruct, reconstruct_json, reconstruct_report, timeline,
+    Check, ReconstructedRank, Reconstruction, RegionTime,
 };
 pub use clock::{is_tracing, Clocks};
 pub use read::{parse, read_dir, read_file, Ending, RankTrace, ReadError, Trace};

@@ -4,9 +4,11 @@
 //! mttl-trace info DIR     the job, and per rank: events, blocks, time span, how it ends
 //! mttl-trace stats DIR    per rank: comm primitives, calls, waits, collectives, regions
 //! mttl-trace timeline DIR     every event of every rank on rank 0's clock
-//! mttl-trace reconstruct DIR  suspensions removed: the run time and per-rank totals
+//! mttl-trace reconstruct DIR  suspensions removed: the run time, per-rank totals
+//!                             and the time in each user region (`--json`: JSON)
 //! mttl-trace check DIR        every receive after its send, every send received
-//!                             (exits 1 when a violation remains after correction)
+//!                             (exits 1 when a violation remains after correction;
+//!                             `--json`: the counts as JSON)
 //! ```
 
 use std::path::PathBuf;
@@ -41,16 +43,23 @@ enum Command {
         /// The trace directory.
         dir: PathBuf,
     },
-    /// The run with its suspensions removed: run time and per-rank totals.
+    /// The run with its suspensions removed: run time, per-rank totals and
+    /// the time in each user region.
     Reconstruct {
         /// The trace directory.
         dir: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Pairs sends and receives; fails when any receive precedes its send
     /// after correction or a message has no pair.
     Check {
         /// The trace directory.
         dir: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -62,14 +71,25 @@ fn check(t: &mttl_trace::Trace) -> (String, bool) {
     (mttl_trace::check_report(&c), !c.failed())
 }
 
+fn check_json(t: &mttl_trace::Trace) -> (String, bool) {
+    let c = mttl_trace::check(t);
+    (mttl_trace::check_json(&c), !c.failed())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (dir, report): (_, Report) = match cli.command {
         Command::Info { dir } => (dir, |t| (mttl_trace::info(t), true)),
         Command::Stats { dir } => (dir, |t| (mttl_trace::stats(t), true)),
         Command::Timeline { dir } => (dir, |t| (mttl_trace::timeline(t), true)),
-        Command::Reconstruct { dir } => (dir, |t| (mttl_trace::reconstruct_report(t), true)),
-        Command::Check { dir } => (dir, check),
+        Command::Reconstruct { dir, json: false } => {
+            (dir, |t| (mttl_trace::reconstruct_report(t), true))
+        }
+        Command::Reconstruct { dir, json: true } => {
+            (dir, |t| (mttl_trace::reconstruct_json(t), true))
+        }
+        Command::Check { dir, json: false } => (dir, check),
+        Command::Check { dir, json: true } => (dir, check_json),
     };
     match mttl_trace::read_dir(&dir) {
         Ok(trace) => {
