@@ -12,6 +12,10 @@
 //! - `load`: 1 M ainvokes, 20 k live threads, a 1 GiB transfer and a soak,
 //!   checking with checksums that nothing is lost and that memory stays
 //!   bounded ([`benches_npb::bench::load`]).
+//! - `trace`: the trace method's Table 1: NPB CG and IS, a ping-pong, a
+//!   matrix product and a trace-heavy program untraced, traced in memory
+//!   and under each flush policy, with reconstructed times and their errors
+//!   ([`benches_npb::bench::trace`]).
 //!
 //! Every subcommand prints a table and how it measured, or one JSON document
 //! with `--json`.
@@ -52,6 +56,12 @@ enum Command {
     /// `--duration`; checks with checksums that nothing is lost and reports
     /// every rank's peak memory, checked against stated bounds.
     Load(bench::load::LoadArgs),
+    /// The trace method's Table 1: each workload untraced (T0), traced in
+    /// memory (T), with equalized flushes at three thresholds, static,
+    /// local and without clock re-sync, with reconstructed times, their
+    /// errors against T, trace size and peak memory; needs the `npb` and
+    /// `mttl-trace` binaries beside it.
+    Trace(bench::trace::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +71,7 @@ fn main() -> ExitCode {
         Command::Runtime(args) => bench::runtime::run(args).map_err(|e| format!("runtime: {e}")),
         Command::Rwrite(args) => bench::rwrite::run(args).map_err(|e| format!("rwrite: {e}")),
         Command::Load(args) => bench::load::run(args).map_err(|e| format!("load: {e}")),
+        Command::Trace(args) => bench::trace::run(args).map_err(|e| format!("trace: {e}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
