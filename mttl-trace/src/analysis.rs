@@ -160,7 +160,7 @@ fn span(events: &[Event]) -> u64 {
 
 /// Removes the suspensions of `t` (see [`crate::clock`]).
 pub fn reconstruct(t: &Trace) -> Reconstruction {
-    let clocks = Clocks::of(t);
+    let clocks = Clocks::removing_lone_writes(t);
     let mut ranks = Vec::new();
     for (rank, r) in t.ranks.iter().enumerate() {
         let events: Vec<Event> = r

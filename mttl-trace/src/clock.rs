@@ -8,12 +8,15 @@
 //! rank alike; a rank that overshot (descheduled during its busy-wait) was
 //! late the way any preempted rank is, and the others saw it so.
 //!
-//! A write a rank made alone (a `Flush` of cause `Local` or `Fallback`) is
-//! removed the same way, its length in place of Z: the correction common
+//! `reconstruct` removes a write a rank made alone (a `Flush` of cause
+//! `Local` or `Fallback`) the same way, its length in place of Z: the
+//! correction common
 //! tracers apply. It removes the writer's own delay but not the delay it
 //! caused the ranks that waited on it (the indirect perturbation the
 //! equalized suspensions avoid), which is why `local`'s reconstructed
-//! times stay off.
+//! times stay off. `check` does not: its correction is the method's
+//! (offsets and suspensions), so a trace of lone writes does not fail it
+//! for a compensation the method never makes.
 
 use mttl_core::trace::format::{unzigzag, Event, FlushCause, Kind};
 
@@ -43,8 +46,19 @@ pub struct Clocks {
 }
 
 impl Clocks {
-    /// Reads the offsets and suspensions of `t`.
+    /// Reads the offsets and suspensions of `t`: the method's correction
+    /// (`check`, `timeline`).
     pub fn of(t: &Trace) -> Clocks {
+        Clocks::read(t, false)
+    }
+
+    /// [`Clocks::of`], the writes each rank made alone removed too
+    /// (`reconstruct`; see the module doc).
+    pub fn removing_lone_writes(t: &Trace) -> Clocks {
+        Clocks::read(t, true)
+    }
+
+    fn read(t: &Trace, lone_writes: bool) -> Clocks {
         let n = t.ranks.len();
         let mut offsets = vec![Vec::new(); n];
         if let Some(r0) = t.ranks.first() {
@@ -63,7 +77,7 @@ impl Clocks {
                     .iter()
                     .filter_map(|e| match e.kind {
                         Kind::Suspension => Some((e, e.a, false)),
-                        Kind::Flush if e.a != FlushCause::Suspension as u64 => {
+                        Kind::Flush if lone_writes && e.a != FlushCause::Suspension as u64 => {
                             Some((e, e.end.saturating_sub(e.begin), true))
                         }
                         _ => None,

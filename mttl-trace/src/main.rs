@@ -94,7 +94,8 @@ fn main() -> ExitCode {
     match mttl_trace::read_dir(&dir) {
         Ok(trace) => {
             let (text, ok) = report(&trace);
-            print!("{text}");
+            // A reader that stops early (`| head`) is no error of ours.
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
             if ok {
                 ExitCode::SUCCESS
             } else {
