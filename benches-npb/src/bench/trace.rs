@@ -60,16 +60,17 @@ pub struct TraceArgs {
     #[arg(long)]
     reps: Option<usize>,
     /// The trace buffer of the flushing policies (MTTL_TRACE_BUFFER)
-    /// [default: 64M; 64K with --quick].
+    /// [default: 64M; 256K with --quick].
     #[arg(long)]
     buffer: Option<String>,
     /// The buffer of the memory runs, which must hold the whole trace
     /// [default: 8G; 256M with --quick].
     #[arg(long)]
     memory_buffer: Option<String>,
-    /// The three thresholds of T1-T3 (MTTL_TRACE_THRESHOLD).
-    #[arg(long, value_delimiter = ',', default_value = "75%,50%,25%")]
-    thresholds: Vec<String>,
+    /// The three thresholds of T1-T3 (MTTL_TRACE_THRESHOLD)
+    /// [default: 75%,50%,25%; 48K,32K,16K with --quick].
+    #[arg(long, value_delimiter = ',')]
+    thresholds: Option<Vec<String>>,
     /// The static policy of Ts, LONG,SHORT.
     #[arg(long, default_value = "50ms,0")]
     static_z: String,
@@ -238,10 +239,15 @@ fn plan(args: &TraceArgs) -> Result<Plan, BenchError> {
     let pingpong_iters = args
         .pingpong_iters
         .unwrap_or(if q { 20_000 } else { 1_000_000 });
-    if args.thresholds.len() != 3 {
+    let thresholds: Vec<String> = match &args.thresholds {
+        Some(t) => t.clone(),
+        None if q => vec!["48K".into(), "32K".into(), "16K".into()],
+        None => vec!["75%".into(), "50%".into(), "25%".into()],
+    };
+    if thresholds.len() != 3 {
         return Err(BenchError::Usage(format!(
             "--thresholds takes three thresholds (T1-T3), not {}",
-            args.thresholds.len()
+            thresholds.len()
         )));
     }
     let workloads = args.workloads.clone().unwrap_or(vec![
@@ -305,12 +311,12 @@ fn plan(args: &TraceArgs) -> Result<Plan, BenchError> {
         buffer: args
             .buffer
             .clone()
-            .unwrap_or_else(|| if q { "64K" } else { "64M" }.into()),
+            .unwrap_or_else(|| if q { "256K" } else { "64M" }.into()),
         memory_buffer: args
             .memory_buffer
             .clone()
             .unwrap_or_else(|| if q { "256M" } else { "8G" }.into()),
-        thresholds: args.thresholds.clone(),
+        thresholds,
         static_z: args.static_z.clone(),
     })
 }
