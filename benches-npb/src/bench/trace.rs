@@ -86,6 +86,10 @@ pub struct TraceArgs {
     /// [default: 40000,256; 200,16 with --quick].
     #[arg(long, value_delimiter = ',')]
     heavy: Option<Vec<u64>>,
+    /// Regions opened and closed to measure the recording cost of one event
+    /// (two events each; 0 skips it) [default: 2000000; 200000 with --quick].
+    #[arg(long)]
+    event_regions: Option<u64>,
     /// Small sizes for a smoke run (class S, small traces, 1 repetition).
     #[arg(long)]
     quick: bool,
@@ -176,6 +180,8 @@ struct Plan {
     memory_buffer: String,
     thresholds: Vec<String>,
     static_z: String,
+    /// Regions of the event-cost measurement (0: not measured).
+    event_iters: u64,
 }
 
 impl Plan {
@@ -320,6 +326,9 @@ fn plan(args: &TraceArgs) -> Result<Plan, BenchError> {
             .unwrap_or_else(|| if q { "256M" } else { "8G" }.into()),
         thresholds,
         static_z: args.static_z.clone(),
+        event_iters: args
+            .event_regions
+            .unwrap_or(if q { 200_000 } else { 2_000_000 }),
     })
 }
 
@@ -412,6 +421,49 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// The recording cost of one event, ns: one rank opening and closing
+/// `plan.event_iters` empty regions, traced (`memory`, a buffer that holds
+/// them all) and untraced, alternated; the median over at least 5 pairs of
+/// (traced − untraced) / events.
+fn measure_event_cost(
+    tools: &Tools,
+    plan: &Plan,
+    dir: &std::path::Path,
+) -> Result<Option<f64>, BenchError> {
+    if plan.event_iters == 0 {
+        return Ok(None);
+    }
+    let job = Job {
+        what: Workload::Small {
+            program: Program::Events,
+            iters: plan.event_iters,
+            size: 1,
+        },
+        np: 1,
+        backend: "tcp",
+    };
+    // Two events of at most a few bytes each, with room to spare.
+    let buffer = format!("{}K", (plan.event_iters * 2 * 8 / 1024).max(64) + 1024);
+    let tracing = Tracing {
+        flush: "memory".into(),
+        buffer,
+        threshold: None,
+        resync: "each",
+    };
+    let mut costs = Vec::new();
+    for rep in 0..plan.reps.max(5) {
+        let (off, on) = if rep % 2 == 0 {
+            let off = job.measure(tools, None, false)?;
+            (off, job.measure(tools, Some((dir, &tracing)), false)?)
+        } else {
+            let on = job.measure(tools, Some((dir, &tracing)), false)?;
+            (job.measure(tools, None, false)?, on)
+        };
+        costs.push((on.seconds - off.seconds) * 1e9 / (2 * plan.event_iters) as f64);
+    }
+    Ok(median(costs))
+}
+
 /// A byte count as `mttl_core::trace::parse_bytes` reads it.
 fn bytes(text: &str) -> Result<u64, BenchError> {
     mttl_core::trace::parse_bytes(text)
@@ -439,6 +491,7 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
     });
     let load = uptime();
     let mut rows = Vec::new();
+    let mut event_cost = None;
     let result = (|| {
         for job in &plan.jobs {
             let mut runs: Vec<(Column, Vec<Measured>)> =
@@ -451,8 +504,11 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
                 for c in order {
                     let tracing = plan.tracing(c);
                     let trace_dir = dir.join("trace");
-                    let m =
-                        job.measure(&tools, tracing.as_ref().map(|t| (trace_dir.as_path(), t)))?;
+                    let m = job.measure(
+                        &tools,
+                        tracing.as_ref().map(|t| (trace_dir.as_path(), t)),
+                        true,
+                    )?;
                     if let Some(slot) = runs.iter_mut().find(|(k, _)| *k == c) {
                         slot.1.push(m);
                     }
@@ -463,15 +519,30 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
                 runs,
             });
         }
+        event_cost = measure_event_cost(&tools, &plan, &dir.join("trace"))?;
         Ok::<(), BenchError>(())
     })();
     if temp {
         let _ = std::fs::remove_dir_all(&dir);
     }
     result?;
-    let targets = targets(&rows, buffer);
+    let mut targets = targets(&rows, buffer);
+    if let Some(ns) = event_cost {
+        targets.push(Target {
+            what: "recording cost per event <= 50 ns".into(),
+            met: ns <= 50.0,
+            unresolved: false,
+            detail: format!(
+                "{ns:.1} ns (median over {} alternated pairs of {} regions opened and closed)",
+                plan.reps.max(5),
+                plan.event_iters
+            ),
+        });
+    }
     if args.json {
-        println!("{}", to_json(&plan, &rows, &targets, &load));
+        let mut doc = to_json(&plan, &rows, &targets, &load);
+        doc["event_cost_ns"] = json!(event_cost);
+        println!("{doc}");
     } else {
         print!("{}", tables(&plan, &rows, &targets, &load));
     }

@@ -138,6 +138,7 @@ impl Job {
                 Program::Pingpong => "pingpong".to_owned(),
                 Program::Matmul => "matmul".to_owned(),
                 Program::Heavy => "heavy".to_owned(),
+                Program::Events => "events".to_owned(),
             },
         }
     }
@@ -195,11 +196,13 @@ impl Job {
         cmd
     }
 
-    /// Runs the job once, traced into `dir` (emptied first) if `trace`.
+    /// Runs the job once, traced into `dir` (emptied first) if `trace`;
+    /// with `analyse`, the trace is reconstructed and checked too.
     pub(crate) fn measure(
         &self,
         tools: &Tools,
         trace: Option<(&Path, &Tracing)>,
+        analyse: bool,
     ) -> Result<Measured, BenchError> {
         if let Some((dir, _)) = trace {
             let _ = std::fs::remove_dir_all(dir);
@@ -233,6 +236,9 @@ impl Job {
         };
         if let Some((dir, _)) = trace {
             m.trace_bytes = dir_bytes(dir);
+            if !analyse {
+                return Ok(m);
+            }
             let rec = self.tool(tools, "reconstruct", dir)?;
             m.reconstructed = rec["regions"].as_array().and_then(|regions| {
                 regions

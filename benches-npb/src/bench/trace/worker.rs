@@ -16,6 +16,9 @@
 //! - `heavy`: `iters` iterations of `size` small invokes and `size` 8-byte
 //!   nwrites to the next node each, then a barrier: a trace that grows
 //!   fast with few collectives.
+//! - `events` (1 node): `iters` user regions opened and closed at once, two
+//!   recorded events each: traced against untraced, the recording cost of
+//!   one event.
 
 use std::time::Instant;
 
@@ -38,6 +41,8 @@ pub enum Program {
     Matmul,
     /// Many small invokes and nwrites, a barrier per iteration.
     Heavy,
+    /// Empty user regions, for the cost of recording an event.
+    Events,
 }
 
 /// Waits (yielding to the runtime, which applies incoming writes) until
@@ -187,6 +192,14 @@ pub fn run(program: Program, iters: u64, size: u64) -> i32 {
                 let seconds = t.iter().map(|r| r.0).fold(0.0, f64::max);
                 let compute = t.iter().map(|r| r.1).fold(0.0, f64::max);
                 (seconds, Some(compute))
+            }
+            Program::Events => {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    let region = mttl::trace::region("event cost");
+                    drop(std::hint::black_box(region));
+                }
+                (t0.elapsed().as_secs_f64(), None)
             }
             Program::Heavy => {
                 let t = mttl::spmd(heavy_task, (iters, size));
