@@ -424,7 +424,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 /// The recording cost of one event, ns: one rank opening and closing
 /// `plan.event_iters` empty regions, traced (`memory`, a buffer that holds
 /// them all) and untraced, alternated; the median over at least 5 pairs of
-/// (traced − untraced) / events.
+/// (traced − untraced) / events, in the loop's CPU time.
 fn measure_event_cost(
     tools: &Tools,
     plan: &Plan,
@@ -533,7 +533,8 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
             met: ns <= 50.0,
             unresolved: false,
             detail: format!(
-                "{ns:.1} ns (median over {} alternated pairs of {} regions opened and closed)",
+                "{ns:.1} ns of CPU (median over {} alternated pairs of {} regions opened and \
+                 closed)",
                 plan.reps.max(5),
                 plan.event_iters
             ),
