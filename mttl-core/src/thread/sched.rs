@@ -31,13 +31,13 @@ use corosensei::stack::{DefaultStack, Stack};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::id::ThreadId;
-use crate::trace::{self, format};
 use super::overflow::{self, AltStack};
 use super::panic::{self, ThreadPanic};
 use super::reason::{BlockReason, BlockedThread};
 use super::stack::{
     configured_stack_size, page_size, SizeText, StackPool, StackSizeError, StackStats,
 };
+use crate::trace::{self, format};
 
 type ThreadCoroutine = Coroutine<(), (), (), DefaultStack>;
 type ThreadYielder = Yielder<(), ()>;
