@@ -695,6 +695,38 @@ mod tests {
     }
 
     #[test]
+    fn thread_kinds_have_their_published_numbers() {
+        // Other tools (the exports) code against these numbers.
+        let kinds = [
+            (80, Kind::ThreadSpawn, "thread_spawn"),
+            (81, Kind::ThreadRun, "thread_run"),
+            (82, Kind::ThreadBlock, "thread_block"),
+            (83, Kind::ThreadExit, "thread_exit"),
+        ];
+        for (byte, kind, name) in kinds {
+            assert_eq!(kind as u8, byte);
+            assert_eq!(Kind::from_u8(byte), Some(kind));
+            assert_eq!(kind.name(), name);
+            assert!(kind.is_thread() && !kind.is_comm());
+        }
+        assert!(!Kind::Flush.is_thread() && Kind::from_u8(84).is_none());
+        let id = thread_id(7, 3);
+        assert_eq!(id, 7 | (3 << 32));
+        assert_ne!(id, LOOP_THREAD);
+        let mut out = [0u8; MAX_EVENT_LEN];
+        let e = Event {
+            kind: Kind::ThreadBlock,
+            peer: None,
+            a: 5,
+            b: LOOP_THREAD - 1,
+            begin: 1_000,
+            end: 1_000,
+        };
+        let n = encode_event(&mut out, &e, 900);
+        assert!(n <= MAX_EVENT_LEN);
+    }
+
+    #[test]
     fn names_are_cut_at_a_character_boundary() {
         let long = "é".repeat(MAX_NAME_LEN);
         let rec = encode_name(1, &long);
