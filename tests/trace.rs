@@ -7,7 +7,11 @@
 //! a file size limit) makes each rank say so once and stop tracing, and
 //! the program finishes; a tiny buffer under `equalized` suspends every
 //! rank many times, for the same Z everywhere, and the reconstructed trace
-//! holds the memory run's events with no clock-condition violation.
+//! holds the memory run's events with no clock-condition violation;
+//! `MTTL_TRACE_LEVEL=threads` records every thread's spawn, runs, blocks
+//! and exit, consistently; a rank killed while it waits out a suspension
+//! leaves its trace readable up to the last complete block, and the job
+//! ends, saying which rank, without hanging.
 //!
 //! Each test is a job of its own; see `runtime_support` for how it runs.
 
@@ -26,9 +30,12 @@ on_every_backend!(
     an_unwritable_directory_is_refused_at_start,
     a_full_disk_stops_tracing_and_the_program_finishes,
     a_full_buffer_under_memory_drops_and_says_so,
-    equalized_suspensions_are_equal_and_reconstruct_to_a_memory_run;
+    equalized_suspensions_are_equal_and_reconstruct_to_a_memory_run,
+    thread_events_are_recorded_at_level_threads_and_consistent;
     not_local:
     a_killed_rank_leaves_its_complete_blocks =>
+        "the rank killed is a process of its own",
+    a_rank_killed_in_a_suspension_leaves_readable_traces =>
         "the rank killed is a process of its own",
 );
 
@@ -40,6 +47,15 @@ fn square(x: u64) -> u64 {
 #[mttl::remote]
 fn die() {
     std::process::abort();
+}
+
+/// Aborts this process after `ms` milliseconds, whatever it is doing then.
+#[mttl::remote]
+fn die_in(ms: u64) {
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        std::process::abort();
+    });
 }
 
 /// A fresh directory for one test's trace.
@@ -412,4 +428,156 @@ fn equalized_suspensions_are_equal_and_reconstruct_to_a_memory_run(t: Scenario) 
     assert_eq!(stats.matches(&line).count(), eq.ranks.len(), "{stats}");
     let _ = std::fs::remove_dir_all(&memory_dir);
     let _ = std::fs::remove_dir_all(&eq_dir);
+}
+
+fn thread_events_are_recorded_at_level_threads_and_consistent(t: Scenario) {
+    use mttl_core::trace::format::LOOP_THREAD;
+    let dir = trace_dir(&t);
+    let calls_dir = trace_dir(&t).with_extension("calls");
+    let _ = std::fs::remove_dir_all(&calls_dir);
+    t.clone()
+        .env("MTTL_TRACE", calls_dir.to_str().unwrap())
+        .run(2, || workload(20))
+        .assert_success();
+    t.env("MTTL_TRACE", dir.to_str().unwrap())
+        .env("MTTL_TRACE_LEVEL", "threads")
+        .run(2, || workload(20))
+        .assert_success();
+    let calls = mttl_trace::read_dir(&calls_dir).unwrap_or_else(|e| panic!("{e}"));
+    for r in &calls.ranks {
+        assert!(
+            !r.events.iter().any(|e| e.kind.is_thread()),
+            "the default level records no thread event"
+        );
+    }
+    let trace = mttl_trace::read_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    for r in &trace.ranks {
+        let rank = r.header.rank;
+        let count = |k| r.events.iter().filter(|e| e.kind == k).count();
+        let served = count(Kind::InvokeServed);
+        // Every call served runs in a thread of its own.
+        assert!(count(Kind::ThreadSpawn) >= served, "rank {rank}");
+        assert!(
+            count(Kind::ThreadRun) > count(Kind::ThreadSpawn),
+            "rank {rank}"
+        );
+        let mut spawned = std::collections::HashSet::new();
+        let mut exited = std::collections::HashSet::new();
+        let mut running: Option<u64> = None;
+        for e in &r.events {
+            match e.kind {
+                Kind::ThreadSpawn => {
+                    assert!(
+                        spawned.insert(e.b),
+                        "rank {rank}: id {:#x} spawned twice",
+                        e.b
+                    );
+                    assert!(!r.name(e.a).is_empty());
+                }
+                Kind::ThreadRun => {
+                    assert!(
+                        e.b == LOOP_THREAD || spawned.contains(&e.b),
+                        "rank {rank}: ran {:#x}, never spawned",
+                        e.b
+                    );
+                    assert!(
+                        !exited.contains(&e.b),
+                        "rank {rank}: ran {:#x} after its exit",
+                        e.b
+                    );
+                    running = Some(e.b);
+                }
+                Kind::ThreadBlock | Kind::ThreadExit => {
+                    assert_eq!(
+                        running,
+                        Some(e.b),
+                        "rank {rank}: {} of a thread not running",
+                        e.kind.name()
+                    );
+                    assert_ne!(e.b, LOOP_THREAD);
+                    if e.kind == Kind::ThreadBlock {
+                        assert!(!r.name(e.a).is_empty());
+                    } else {
+                        exited.insert(e.b);
+                    }
+                }
+                Kind::SyncWait | Kind::InvokeServed => assert!(
+                    running.is_some_and(|id| id != LOOP_THREAD),
+                    "rank {rank}: {} outside a thread",
+                    e.kind.name()
+                ),
+                _ => {}
+            }
+        }
+        // Every call served finished: its thread exited.
+        assert!(
+            exited.len() >= served,
+            "rank {rank}: {} exits",
+            exited.len()
+        );
+    }
+    let info = mttl_trace::info(&trace);
+    assert!(
+        info.contains("threads spawned") && info.contains("switches"),
+        "{info}"
+    );
+    let stats = mttl_trace::stats(&trace);
+    assert!(stats.contains("thread blocks by reason"), "{stats}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&calls_dir);
+}
+
+fn a_rank_killed_in_a_suspension_leaves_readable_traces(t: Scenario) {
+    let dir = trace_dir(&t);
+    // Every collective is followed by a 3 s suspension with a write; rank 1
+    // dies 1 s into the first one after its timer starts.
+    let out = t
+        .env("MTTL_TRACE", dir.to_str().unwrap())
+        .env("MTTL_TRACE_FLUSH", "static:3s,3s")
+        .env("MTTL_TRACE_BUFFER", "4K")
+        .env("MTTL_TRACE_THRESHOLD", "1")
+        .run(2, || {
+            workload(2);
+            mttl::invoke(1, die_in, (1000u64,));
+            mttl::spmd(barrier_everywhere, ());
+        });
+    assert!(!out.status.success(), "the job should fail");
+    assert!(
+        out.elapsed < std::time::Duration::from_secs(50),
+        "the job took {:?}",
+        out.elapsed
+    );
+    let lines: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("rank 1") || l.contains("rank 0"))
+        .collect();
+    assert!(
+        !lines.is_empty(),
+        "no rank says what happened:\n{}",
+        out.stderr
+    );
+    let path = dir.join(mttl_core::trace::file_name(1));
+    let r1 = mttl_trace::read_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    let Ending::Truncated { offset } = r1.ending else {
+        panic!("rank 1's trace should be cut: {:?}", r1.ending);
+    };
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(
+        offset, len,
+        "killed in a wait, not in a write: whole blocks"
+    );
+    assert!(ends_in_order(&r1.events));
+    // The suspensions before the kill were written: their waits are there.
+    let suspensions = r1
+        .events
+        .iter()
+        .filter(|e| e.kind == Kind::Suspension)
+        .count();
+    assert!(suspensions >= 2, "{suspensions} suspensions written");
+    // Rank 0's file reads too, to its last complete block at least.
+    let r0 = mttl_trace::read_file(&dir.join(mttl_core::trace::file_name(0)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(r0.blocks >= 1 && ends_in_order(&r0.events));
+    let _ = std::fs::remove_dir_all(&dir);
 }

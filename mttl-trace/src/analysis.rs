@@ -7,6 +7,7 @@
 //! `a | TAG_LARGE`) and its body (tag `TAG_DATA`). A pair violates the
 //! clock condition when its receive ends before its send began.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use mttl_core::trace::format::{Event, Kind};
@@ -85,6 +86,70 @@ pub struct Reconstruction {
     pub ranks: Vec<ReconstructedRank>,
     /// Earliest begin to latest end over all ranks, reconstructed, ns.
     pub run_time: u64,
+    /// The time in each user region, per rank, traced and reconstructed.
+    pub regions: Vec<RegionTime>,
+}
+
+/// The time one rank spent in the user regions of one name
+/// (`mttl::trace::region`), summed over its instances.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionTime {
+    /// The rank.
+    pub rank: usize,
+    /// The region's name.
+    pub name: String,
+    /// Instances closed (an instance the trace does not close is left out).
+    pub count: u64,
+    /// Their time as traced, ns.
+    pub traced: u64,
+    /// Their time with the suspensions removed, ns.
+    pub reconstructed: u64,
+}
+
+/// Per rank and region name, the regions' time: each end is paired with
+/// the latest unclosed begin of its name on its rank.
+fn region_times(t: &Trace, clocks: &Clocks) -> Vec<RegionTime> {
+    let mut out = Vec::new();
+    for (rank, r) in t.ranks.iter().enumerate() {
+        let mut open: HashMap<u64, Vec<u64>> = HashMap::new();
+        // name id -> (count, traced, reconstructed), in order of first end.
+        let mut totals: Vec<(u64, u64, u64, u64)> = Vec::new();
+        for e in &r.events {
+            match e.kind {
+                Kind::RegionBegin => open.entry(e.a).or_default().push(e.end),
+                Kind::RegionEnd => {
+                    let Some(begin) = open.get_mut(&e.a).and_then(Vec::pop) else {
+                        continue;
+                    };
+                    let traced = e.end.saturating_sub(begin);
+                    let rec = clocks
+                        .corrected(rank, e.end)
+                        .saturating_sub(clocks.corrected(rank, begin));
+                    match totals.iter_mut().find(|t| t.0 == e.a) {
+                        Some(t) => {
+                            t.1 += 1;
+                            t.2 += traced;
+                            t.3 += rec;
+                        }
+                        None => totals.push((e.a, 1, traced, rec)),
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.extend(
+            totals
+                .into_iter()
+                .map(|(id, count, traced, reconstructed)| RegionTime {
+                    rank,
+                    name: r.name(id),
+                    count,
+                    traced,
+                    reconstructed,
+                }),
+        );
+    }
+    out
 }
 
 fn span(events: &[Event]) -> u64 {
@@ -103,7 +168,7 @@ pub fn kept_in_reconstruction(clocks: &Clocks, rank: usize, e: &Event) -> bool {
 
 /// Removes the suspensions of `t` (see [`crate::clock`]).
 pub fn reconstruct(t: &Trace) -> Reconstruction {
-    let clocks = Clocks::of(t);
+    let clocks = Clocks::removing_lone_writes(t);
     let mut ranks = Vec::new();
     for (rank, r) in t.ranks.iter().enumerate() {
         let events: Vec<Event> = r
@@ -133,6 +198,7 @@ pub fn reconstruct(t: &Trace) -> Reconstruction {
     Reconstruction {
         run_time: span(&all),
         ranks,
+        regions: region_times(t, &clocks),
     }
 }
 
@@ -153,7 +219,73 @@ pub fn reconstruct_report(t: &Trace) -> String {
             r.events.len()
         );
     }
+    for g in &rec.regions {
+        let _ = writeln!(
+            out,
+            "rank {}: region {:?}: {} times, traced {:.3} ms, reconstructed {:.3} ms",
+            g.rank,
+            g.name,
+            g.count,
+            ms(g.traced),
+            ms(g.reconstructed)
+        );
+    }
     out
+}
+
+/// `reconstruct --json`: the same figures as one JSON object, times in ns:
+/// `run_time_ns`; `ranks`, per rank `suspensions`, `suspended_ns` (the Z
+/// and lone writes removed), `waited_ns`, `traced_span_ns`, `span_ns`,
+/// `events`; `regions`, per rank and region name `rank`, `name`, `count`,
+/// `traced_ns`, `reconstructed_ns`.
+pub fn reconstruct_json(t: &Trace) -> String {
+    let rec = reconstruct(t);
+    let ranks: Vec<serde_json::Value> = rec
+        .ranks
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "suspensions": r.suspensions,
+                "suspended_ns": r.suspended,
+                "waited_ns": r.waited,
+                "traced_span_ns": r.traced_span,
+                "span_ns": r.span,
+                "events": r.events.len(),
+            })
+        })
+        .collect();
+    let regions: Vec<serde_json::Value> = rec
+        .regions
+        .iter()
+        .map(|g| {
+            serde_json::json!({
+                "rank": g.rank,
+                "name": g.name,
+                "count": g.count,
+                "traced_ns": g.traced,
+                "reconstructed_ns": g.reconstructed,
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "run_time_ns": rec.run_time,
+        "ranks": ranks,
+        "regions": regions,
+    });
+    format!("{doc}\n")
+}
+
+/// `check --json`: [`Check`]'s counts as one JSON object.
+pub fn check_json(c: &Check) -> String {
+    let doc = serde_json::json!({
+        "pairs": c.pairs,
+        "inside_suspensions": c.inside_suspensions,
+        "violations_before": c.violations_before,
+        "violations_after": c.violations_after,
+        "unmatched_sends": c.unmatched_sends,
+        "unmatched_receives": c.unmatched_receives,
+    });
+    format!("{doc}\n")
 }
 
 /// What `check` found.

@@ -7,8 +7,18 @@
 //! the time the rank actually waited, is what the method added to every
 //! rank alike; a rank that overshot (descheduled during its busy-wait) was
 //! late the way any preempted rank is, and the others saw it so.
+//!
+//! `reconstruct` removes a write a rank made alone (a `Flush` of cause
+//! `Local` or `Fallback`) the same way, its length in place of Z: the
+//! correction common
+//! tracers apply. It removes the writer's own delay but not the delay it
+//! caused the ranks that waited on it (the indirect perturbation the
+//! equalized suspensions avoid), which is why `local`'s reconstructed
+//! times stay off. `check` does not: its correction is the method's
+//! (offsets and suspensions), so a trace of lone writes does not fail it
+//! for a compensation the method never makes.
 
-use mttl_core::trace::format::{unzigzag, Event, Kind};
+use mttl_core::trace::format::{unzigzag, Event, FlushCause, Kind};
 
 use crate::read::Trace;
 
@@ -21,6 +31,8 @@ struct Span {
     z: u64,
     /// The Z of the rank's earlier suspensions.
     before: u64,
+    /// A write the rank made alone, not a suspension.
+    lone: bool,
 }
 
 /// The times of one run, per rank: offsets to rank 0 and suspensions.
@@ -34,8 +46,19 @@ pub struct Clocks {
 }
 
 impl Clocks {
-    /// Reads the offsets and suspensions of `t`.
+    /// Reads the offsets and suspensions of `t`: the method's correction
+    /// (`check`, `timeline`).
     pub fn of(t: &Trace) -> Clocks {
+        Clocks::read(t, false)
+    }
+
+    /// [`Clocks::of`], the writes each rank made alone removed too
+    /// (`reconstruct`; see the module doc).
+    pub fn removing_lone_writes(t: &Trace) -> Clocks {
+        Clocks::read(t, true)
+    }
+
+    fn read(t: &Trace, lone_writes: bool) -> Clocks {
         let n = t.ranks.len();
         let mut offsets = vec![Vec::new(); n];
         if let Some(r0) = t.ranks.first() {
@@ -52,15 +75,22 @@ impl Clocks {
                 let mut before = 0;
                 r.events
                     .iter()
-                    .filter(|e| e.kind == Kind::Suspension)
-                    .map(|e| {
+                    .filter_map(|e| match e.kind {
+                        Kind::Suspension => Some((e, e.a, false)),
+                        Kind::Flush if lone_writes && e.a != FlushCause::Suspension as u64 => {
+                            Some((e, e.end.saturating_sub(e.begin), true))
+                        }
+                        _ => None,
+                    })
+                    .map(|(e, z, lone)| {
                         let s = Span {
                             begin: e.begin,
                             end: e.end,
-                            z: e.a,
+                            z,
                             before,
+                            lone,
                         };
-                        before += e.a;
+                        before += z;
                         s
                     })
                     .collect()
@@ -95,9 +125,11 @@ impl Clocks {
         (i128::from(x) - i128::from(self.offset(rank, x))).max(0) as u64
     }
 
-    /// Whether `x` falls inside one of `rank`'s suspensions.
+    /// Whether `x` falls inside one of `rank`'s suspensions (not a write it
+    /// made alone).
     pub fn suspended_at(&self, rank: usize, x: u64) -> bool {
-        self.suspension_at(rank, x).is_some_and(|s| x <= s.end)
+        self.suspension_at(rank, x)
+            .is_some_and(|s| !s.lone && x <= s.end)
     }
 
     /// The last suspension of `rank` that began at or before `x`.
@@ -122,12 +154,13 @@ impl Clocks {
         (i128::from(y) - i128::from(self.offset(rank, x))).max(0) as u64
     }
 
-    /// `rank`'s suspensions, their Z summed and the time it actually
-    /// waited, ns.
+    /// `rank`'s suspensions, their Z summed with the lengths of the writes
+    /// it made alone (what reconstruction removes), and the time it
+    /// actually spent in both, ns.
     pub fn suspended(&self, rank: usize) -> (usize, u64, u64) {
         let s = self.suspensions.get(rank).map_or(&[][..], |s| &s[..]);
         (
-            s.len(),
+            s.iter().filter(|s| !s.lone).count(),
             s.iter().map(|s| s.z).sum(),
             s.iter().map(|s| s.end - s.begin).sum(),
         )

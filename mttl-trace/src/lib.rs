@@ -24,8 +24,9 @@ pub mod scale;
 pub mod ti;
 
 pub use analysis::{
-    check, check_report, kept_in_reconstruction, pair_messages, reconstruct, reconstruct_report,
-    timeline, Check, MessagePair, Messages, ReconstructedRank, Reconstruction,
+    check, check_json, check_report, kept_in_reconstruction, pair_messages, reconstruct,
+    reconstruct_json, reconstruct_report, timeline, Check, MessagePair, Messages,
+    ReconstructedRank, Reconstruction, RegionTime,
 };
 pub use clock::{is_tracing, Clocks};
 pub use export::otf2::{export_otf2, otf2_dir_usable, OTF2_BUILT};

@@ -4,9 +4,11 @@
 //! mttl-trace info DIR     the job, and per rank: events, blocks, time span, how it ends
 //! mttl-trace stats DIR    per rank: comm primitives, calls, waits, collectives, regions
 //! mttl-trace timeline DIR     every event of every rank on rank 0's clock
-//! mttl-trace reconstruct DIR  suspensions removed: the run time and per-rank totals
+//! mttl-trace reconstruct DIR  suspensions removed: the run time, per-rank totals
+//!                             and the time in each user region (`--json`: JSON)
 //! mttl-trace check DIR        every receive after its send, every send received
-//!                             (exits 1 when a violation remains after correction)
+//!                             (exits 1 when a violation remains after correction;
+//!                             `--json`: the counts as JSON)
 //! mttl-trace export DIR --perfetto FILE  the run for ui.perfetto.dev
 //! mttl-trace export DIR --otf2 OUT       the run for Vampir (cargo feature `otf2`)
 //!                                        (--reconstructed: the suspensions removed)
@@ -47,16 +49,23 @@ enum Command {
         /// The trace directory.
         dir: PathBuf,
     },
-    /// The run with its suspensions removed: run time and per-rank totals.
+    /// The run with its suspensions removed: run time, per-rank totals and
+    /// the time in each user region.
     Reconstruct {
         /// The trace directory.
         dir: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Pairs sends and receives; fails when any receive precedes its send
     /// after correction or a message has no pair.
     Check {
         /// The trace directory.
         dir: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Writes the run for other tools: Perfetto (ui.perfetto.dev), OTF2
     /// (Vampir, Scalasca; needs the cargo feature `otf2`) and the
@@ -146,6 +155,11 @@ fn export(
     Ok(())
 }
 
+fn check_json(t: &mttl_trace::Trace) -> (String, bool) {
+    let c = mttl_trace::check(t);
+    (mttl_trace::check_json(&c), !c.failed())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (dir, report): (_, Report) = match cli.command {
@@ -196,13 +210,20 @@ fn main() -> ExitCode {
         Command::Info { dir } => (dir, |t| (mttl_trace::info(t), true)),
         Command::Stats { dir } => (dir, |t| (mttl_trace::stats(t), true)),
         Command::Timeline { dir } => (dir, |t| (mttl_trace::timeline(t), true)),
-        Command::Reconstruct { dir } => (dir, |t| (mttl_trace::reconstruct_report(t), true)),
-        Command::Check { dir } => (dir, check),
+        Command::Reconstruct { dir, json: false } => {
+            (dir, |t| (mttl_trace::reconstruct_report(t), true))
+        }
+        Command::Reconstruct { dir, json: true } => {
+            (dir, |t| (mttl_trace::reconstruct_json(t), true))
+        }
+        Command::Check { dir, json: false } => (dir, check),
+        Command::Check { dir, json: true } => (dir, check_json),
     };
     match mttl_trace::read_dir(&dir) {
         Ok(trace) => {
             let (text, ok) = report(&trace);
-            print!("{text}");
+            // A reader that stops early (`| head`) is no error of ours.
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
             if ok {
                 ExitCode::SUCCESS
             } else {

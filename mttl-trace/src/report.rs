@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use mttl_core::trace::format::Kind;
+use mttl_core::trace::format::{Kind, LOOP_THREAD};
 
 use crate::read::{Ending, RankTrace, Trace};
 
@@ -47,9 +47,24 @@ pub fn info(t: &Trace) -> String {
                 format!("INCOMPLETE: a write failed; readable up to byte {offset}")
             }
         };
+        let threads = r
+            .events
+            .iter()
+            .filter(|e| e.kind == Kind::ThreadSpawn)
+            .count();
+        let switches = r
+            .events
+            .iter()
+            .filter(|e| e.kind == Kind::ThreadRun)
+            .count();
+        let level = if switches > 0 || threads > 0 {
+            format!(", {threads} threads spawned, {switches} switches")
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "rank {}: {} events, {} blocks, {:.3} ms, {ending}",
+            "rank {}: {} events, {} blocks, {:.3} ms{level}, {ending}",
             r.header.rank,
             r.events.len(),
             r.blocks,
@@ -95,9 +110,14 @@ fn rank_stats(r: &RankTrace, out: &mut String) {
     let mut open_coll: Option<(u64, u64)> = None;
     let mut open_regions: Vec<(u64, u64)> = Vec::new();
     let mut suspensions = Suspensions::default();
+    let mut threads = Threads::default();
     for e in &r.events {
         let dur = e.end - e.begin;
         match e.kind {
+            Kind::ThreadSpawn => threads.spawn(e.b, r.name(e.a)),
+            Kind::ThreadRun => threads.run(e.b, e.end),
+            Kind::ThreadBlock => threads.block(r.name(e.a), e.end),
+            Kind::ThreadExit => threads.exit(e.end),
             Kind::Suspension => suspensions.add(e.a, e.b, dur),
             Kind::SuspensionClock => suspensions.clock(e.a, e.b),
             Kind::CollEnter => open_coll = Some((e.b, e.end)),
@@ -172,7 +192,95 @@ fn rank_stats(r: &RankTrace, out: &mut String) {
     );
     section(out, "regions", regions.into_iter().collect(), false);
     section(out, "trace writes", pick(|k| k == Kind::Flush), true);
+    if threads.switches > 0 || !threads.names.is_empty() {
+        let _ = writeln!(
+            out,
+            "  threads: {} spawned, {} switches, {} exits",
+            threads.names.len(),
+            threads.switches,
+            threads.exits
+        );
+        section(
+            out,
+            "threads by name (runs, time running)",
+            threads.by_name.into_iter().collect(),
+            false,
+        );
+        section(
+            out,
+            "thread blocks by reason (count, time blocked)",
+            threads.blocked.into_iter().collect(),
+            false,
+        );
+    }
     suspensions.write(out);
+}
+
+/// The thread records of one rank (`MTTL_TRACE_LEVEL=threads`): each
+/// thread runs from its `ThreadRun` to the rank's next `ThreadRun` (or its
+/// block or exit); a block lasts until the thread runs again.
+#[derive(Debug, Default)]
+struct Threads {
+    /// Names by thread id.
+    names: BTreeMap<u64, String>,
+    /// The running thread and since when.
+    running: Option<(u64, u64)>,
+    /// Blocked threads: id to (reason, since).
+    blocked_since: BTreeMap<u64, (String, u64)>,
+    by_name: BTreeMap<String, Tally>,
+    blocked: BTreeMap<String, Tally>,
+    switches: u64,
+    exits: u64,
+}
+
+impl Threads {
+    fn spawn(&mut self, id: u64, name: String) {
+        self.names.insert(id, name);
+    }
+
+    fn name(&self, id: u64) -> String {
+        if id == LOOP_THREAD {
+            return "(runtime loop)".to_owned();
+        }
+        self.names
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("<thread {id:#x}>"))
+    }
+
+    /// Ends the running thread's run at `at`.
+    fn stop(&mut self, at: u64) -> Option<u64> {
+        let (id, since) = self.running.take()?;
+        let name = self.name(id);
+        self.by_name
+            .entry(name)
+            .or_default()
+            .add(at.saturating_sub(since), 0);
+        Some(id)
+    }
+
+    fn run(&mut self, id: u64, at: u64) {
+        self.switches += 1;
+        self.stop(at);
+        if let Some((reason, since)) = self.blocked_since.remove(&id) {
+            self.blocked
+                .entry(reason)
+                .or_default()
+                .add(at.saturating_sub(since), 0);
+        }
+        self.running = Some((id, at));
+    }
+
+    fn block(&mut self, reason: String, at: u64) {
+        if let Some(id) = self.stop(at) {
+            self.blocked_since.insert(id, (reason, at));
+        }
+    }
+
+    fn exit(&mut self, at: u64) {
+        self.exits += 1;
+        self.stop(at);
+    }
 }
 
 /// The suspensions of one rank (the `equalized` or `static` protocol):

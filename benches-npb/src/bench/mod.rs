@@ -16,6 +16,7 @@ pub mod load;
 pub mod runtime;
 pub mod rwrite;
 pub mod sweep;
+pub mod trace;
 
 pub use error::BenchError;
 pub use sweep::{cpu_load, plot};

@@ -15,6 +15,10 @@
 //! - `load`: 1 M ainvokes, 20 k live threads, a 1 GiB transfer and a soak,
 //!   checking with checksums that nothing is lost and that memory stays
 //!   bounded ([`benches_npb::bench::load`]).
+//! - `trace`: the trace method's Table 1: NPB CG and IS, a ping-pong, a
+//!   matrix product and a trace-heavy program untraced, traced in memory
+//!   and under each flush policy, with reconstructed times and their errors
+//!   ([`benches_npb::bench::trace`]).
 //!
 //! Every subcommand prints a table and how it measured, or one JSON document
 //! with `--json`.
@@ -60,6 +64,12 @@ enum Command {
     /// jobs of 8 and 16 ranks and in mttl-sim at 64 to 1024; prints the
     /// issue's targets met or missed.
     Bcast(bench::bcast::BcastArgs),
+    /// The trace method's Table 1: each workload untraced (T0), traced in
+    /// memory (T), with equalized flushes at three thresholds, static,
+    /// local and without clock re-sync, with reconstructed times, their
+    /// errors against T, trace size and peak memory; needs the `npb` and
+    /// `mttl-trace` binaries beside it.
+    Trace(bench::trace::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +80,7 @@ fn main() -> ExitCode {
         Command::Rwrite(args) => bench::rwrite::run(args).map_err(|e| format!("rwrite: {e}")),
         Command::Load(args) => bench::load::run(args).map_err(|e| format!("load: {e}")),
         Command::Bcast(args) => bench::bcast::run(args).map_err(|e| format!("bcast: {e}")),
+        Command::Trace(args) => bench::trace::run(args).map_err(|e| format!("trace: {e}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -37,6 +37,7 @@ use super::reason::{BlockReason, BlockedThread};
 use super::stack::{
     configured_stack_size, page_size, SizeText, StackPool, StackSizeError, StackStats,
 };
+use crate::trace::{self, format};
 
 type ThreadCoroutine = Coroutine<(), (), (), DefaultStack>;
 type ThreadYielder = Yielder<(), ()>;
@@ -267,6 +268,9 @@ impl Scheduler {
         let id = slot.id();
         self.table(|t| t.ready.push_back(id));
         self.live.set(self.live.get() + 1);
+        if trace::threads_on() {
+            trace::thread_spawn(name, traced_id(id));
+        }
         Ok(id)
     }
 
@@ -311,6 +315,10 @@ impl Scheduler {
                 continue;
             }
             slot.state.set(State::Running);
+            let traced = trace::threads_on();
+            if traced {
+                trace::thread_run(traced_id(id));
+            }
             CURRENT.with(|current| current.set(slot));
             let clear = ClearCurrent;
             // SAFETY: a Ready slot holds a coroutine that is not running; from
@@ -321,11 +329,17 @@ impl Scheduler {
             drop(clear);
             ran += 1;
             if !matches!(result, Some(CoroutineResult::Yield(()))) {
+                if traced && trace::threads_on() {
+                    trace::thread_exit(traced_id(id));
+                }
                 self.finish(slot);
             }
             if self.loop_wanted.replace(false) {
                 break;
             }
+        }
+        if ran > 0 && trace::threads_on() {
+            trace::thread_run(format::LOOP_THREAD);
         }
         ran
     }
@@ -467,6 +481,12 @@ fn suspend(slot: &Slot) {
     unsafe { (*yielder).suspend(()) }
 }
 
+/// A thread's id as the trace records it.
+#[inline]
+fn traced_id(id: ThreadId) -> u64 {
+    format::thread_id(id.index(), id.generation())
+}
+
 // ---- entry points used by `super` ----
 
 pub(super) fn spawn<F>(name: &'static str, f: F) -> Result<ThreadId, SpawnError>
@@ -518,6 +538,9 @@ pub(super) fn block(reason: BlockReason) {
     }
     slot.reason.set(Some(reason));
     slot.state.set(State::Blocked);
+    if trace::threads_on() {
+        trace::thread_block(reason.what(), traced_id(slot.id()));
+    }
     suspend(slot);
 }
 

@@ -3,7 +3,8 @@
 //! `MTTL_TRACE_FLUSH` picks when buffers are written; under the
 //! synchronized policies `MTTL_TRACE_THRESHOLD` is the fill past which the
 //! ranks write and `MTTL_TRACE_RESYNC` whether clocks are re-measured at
-//! every suspension. A bad value stops the
+//! every suspension; `MTTL_TRACE_LEVEL` is `calls` (the default) or
+//! `threads` (also thread spawn, run, block and exit). A bad value stops the
 //! job at start with the variable and the value named.
 
 use std::path::PathBuf;
@@ -23,6 +24,10 @@ pub const THRESHOLD_VAR: &str = "MTTL_TRACE_THRESHOLD";
 /// The variable saying when clock offsets are measured: `each` suspension
 /// (default) or only at the first (`start`).
 pub const RESYNC_VAR: &str = "MTTL_TRACE_RESYNC";
+/// The variable saying what is recorded: `calls` (default: comm
+/// primitives, calls, memory, waits, collectives, regions, the trace's own
+/// work) or `threads` (also every thread spawn, switch, block and exit).
+pub const LEVEL_VAR: &str = "MTTL_TRACE_LEVEL";
 
 /// The buffer's bytes when `MTTL_TRACE_BUFFER` is unset.
 pub const DEFAULT_BUFFER: usize = 64 << 20;
@@ -39,6 +44,8 @@ pub(crate) struct Config {
     pub(crate) threshold: usize,
     /// Whether offsets are re-measured at every suspension.
     pub(crate) resync_each: bool,
+    /// Whether thread events are recorded (`MTTL_TRACE_LEVEL=threads`).
+    pub(crate) threads: bool,
 }
 
 impl Config {
@@ -72,12 +79,18 @@ impl Config {
             Some("start") => false,
             Some(v) => return Err(format!("{RESYNC_VAR}={v}: expected each or start")),
         };
+        let threads = match var(LEVEL_VAR).as_deref() {
+            None | Some("calls") => false,
+            Some("threads") => true,
+            Some(v) => return Err(format!("{LEVEL_VAR}={v}: expected calls or threads")),
+        };
         Ok(Some(Config {
             dir: PathBuf::from(dir),
             buffer,
             policy,
             threshold,
             resync_each,
+            threads,
         }))
     }
 }

@@ -14,7 +14,7 @@
 /// The first eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"MTTLTRC\0";
 /// The format version this code writes and reads.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// The length of the file header in bytes.
 pub const FILE_HEADER_LEN: usize = 64;
 /// The first four bytes of every block.
@@ -101,7 +101,31 @@ pub enum Kind {
     /// Rank 0 only, when it measured the clocks: `peer`'s clock minus rank
     /// 0's, `a` as [`zigzag`], `b` the error bound (ns), at this instant.
     ClockOffset = 73,
+    /// `MTTL_TRACE_LEVEL=threads`: a thread was spawned. `a` its name, `b`
+    /// the new thread's id ([`thread_id`]).
+    ThreadSpawn = 80,
+    /// `MTTL_TRACE_LEVEL=threads`: the scheduler switched to thread `b`
+    /// (an instant); the rank's following records belong to it until the
+    /// next `ThreadRun`. `b` [`LOOP_THREAD`] is the runtime's own loop
+    /// (message handling, outside every thread).
+    ThreadRun = 81,
+    /// `MTTL_TRACE_LEVEL=threads`: thread `b` blocked; `a` the reason's
+    /// name (what it waits for).
+    ThreadBlock = 82,
+    /// `MTTL_TRACE_LEVEL=threads`: thread `b` finished.
+    ThreadExit = 83,
 }
+
+/// A thread's id in the thread records: its slot index in the low 32
+/// bits, the slot's generation in the high 32 (unique among the rank's
+/// live threads; a finished thread's id is not reused while its slot's
+/// generation has not wrapped).
+pub fn thread_id(index: u32, generation: u32) -> u64 {
+    u64::from(index) | (u64::from(generation) << 32)
+}
+
+/// The id [`Kind::ThreadRun`] gives the runtime's loop (no thread).
+pub const LOOP_THREAD: u64 = u64::MAX;
 
 impl Kind {
     /// The kind of a record's first byte.
@@ -133,6 +157,10 @@ impl Kind {
             71 => Suspension,
             72 => SuspensionClock,
             73 => ClockOffset,
+            80 => ThreadSpawn,
+            81 => ThreadRun,
+            82 => ThreadBlock,
+            83 => ThreadExit,
             _ => return None,
         })
     }
@@ -166,7 +194,16 @@ impl Kind {
             Suspension => "suspension",
             SuspensionClock => "suspension_clock",
             ClockOffset => "clock_offset",
+            ThreadSpawn => "thread_spawn",
+            ThreadRun => "thread_run",
+            ThreadBlock => "thread_block",
+            ThreadExit => "thread_exit",
         }
+    }
+
+    /// Whether this is a thread record (`MTTL_TRACE_LEVEL=threads`).
+    pub fn is_thread(self) -> bool {
+        (80..=83).contains(&(self as u8))
     }
 
     /// Whether this is a call of a comm primitive.
@@ -655,6 +692,38 @@ mod tests {
         flipped[8] ^= 1;
         assert_ne!(a, checksum(&[&flipped]));
         assert_ne!(a, checksum(&[&payload[..8]]));
+    }
+
+    #[test]
+    fn thread_kinds_have_their_published_numbers() {
+        // Other tools (the exports) code against these numbers.
+        let kinds = [
+            (80, Kind::ThreadSpawn, "thread_spawn"),
+            (81, Kind::ThreadRun, "thread_run"),
+            (82, Kind::ThreadBlock, "thread_block"),
+            (83, Kind::ThreadExit, "thread_exit"),
+        ];
+        for (byte, kind, name) in kinds {
+            assert_eq!(kind as u8, byte);
+            assert_eq!(Kind::from_u8(byte), Some(kind));
+            assert_eq!(kind.name(), name);
+            assert!(kind.is_thread() && !kind.is_comm());
+        }
+        assert!(!Kind::Flush.is_thread() && Kind::from_u8(84).is_none());
+        let id = thread_id(7, 3);
+        assert_eq!(id, 7 | (3 << 32));
+        assert_ne!(id, LOOP_THREAD);
+        let mut out = [0u8; MAX_EVENT_LEN];
+        let e = Event {
+            kind: Kind::ThreadBlock,
+            peer: None,
+            a: 5,
+            b: LOOP_THREAD - 1,
+            begin: 1_000,
+            end: 1_000,
+        };
+        let n = encode_event(&mut out, &e, 900);
+        assert!(n <= MAX_EVENT_LEN);
     }
 
     #[test]

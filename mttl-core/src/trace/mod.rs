@@ -27,8 +27,8 @@ mod recorder;
 mod sink;
 
 pub use config::{
-    parse_bytes, BUFFER_VAR, DEFAULT_BUFFER, FLUSH_VAR, MIN_BUFFER, RESYNC_VAR, THRESHOLD_VAR,
-    TRACE_VAR,
+    parse_bytes, BUFFER_VAR, DEFAULT_BUFFER, FLUSH_VAR, LEVEL_VAR, MIN_BUFFER, RESYNC_VAR,
+    THRESHOLD_VAR, TRACE_VAR,
 };
 pub use format::Kind;
 pub use policy::Policy;
@@ -44,6 +44,9 @@ use sink::FileSink;
 thread_local! {
     /// Whether this rank records: the one flag every site tests.
     static ON: Cell<bool> = const { Cell::new(false) };
+    /// Whether this rank records thread events too
+    /// (`MTTL_TRACE_LEVEL=threads`); never set without [`ON`].
+    static THREADS: Cell<bool> = const { Cell::new(false) };
     static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
     /// Whether a suspension runs on this rank (its own collectives then
     /// neither record enter and exit nor start another).
@@ -146,6 +149,38 @@ fn say(line: &str) {
 /// Stops recording (a write failed); the recorder stays for [`finish`].
 fn stop_recording() {
     ON.with(|on| on.set(false));
+    THREADS.with(|t| t.set(false));
+}
+
+/// Whether this rank records thread events (`MTTL_TRACE_LEVEL=threads`):
+/// the one flag the scheduler tests at a spawn, a switch, a block and an
+/// exit.
+#[inline(always)]
+pub(crate) fn threads_on() -> bool {
+    THREADS.with(Cell::get)
+}
+
+/// Records thread `id`'s spawn with its name. Call only when
+/// [`threads_on`].
+pub(crate) fn thread_spawn(name: &'static str, id: u64) {
+    named(Kind::ThreadSpawn, None, name, id, None);
+}
+
+/// Records the scheduler's switch to thread `id` ([`format::LOOP_THREAD`]
+/// for its own loop). Call only when [`threads_on`].
+pub(crate) fn thread_run(id: u64) {
+    event(Kind::ThreadRun, None, 0, id, None);
+}
+
+/// Records that thread `id` blocks, waiting for `what`. Call only when
+/// [`threads_on`].
+pub(crate) fn thread_block(what: &'static str, id: u64) {
+    named(Kind::ThreadBlock, None, what, id, None);
+}
+
+/// Records that thread `id` finished. Call only when [`threads_on`].
+pub(crate) fn thread_exit(id: u64) {
+    event(Kind::ThreadExit, None, 0, id, None);
 }
 
 /// The monotonic clock, in ns (CLOCK_MONOTONIC, the clock of every rank on
@@ -192,19 +227,21 @@ pub(crate) fn start(job_id: u64, rank: u32, size: u32) -> Result<(), String> {
     let mut rec = Recorder::new(Box::new(sink), header, config.buffer, config.policy)?;
     rec.threshold = config.threshold;
     rec.resync_each = config.resync_each;
-    install(rec);
+    install(rec, config.threads);
     Ok(())
 }
 
-fn install(recorder: Recorder) {
+fn install(recorder: Recorder, threads: bool) {
     RECORDER.with(|r| *r.borrow_mut() = Some(recorder));
     ON.with(|on| on.set(true));
+    THREADS.with(|t| t.set(threads));
 }
 
 /// Ends tracing on this rank: writes what is left and the end block, and
 /// says on stderr what was lost, if anything.
 pub(crate) fn finish() {
     ON.with(|on| on.set(false));
+    THREADS.with(|t| t.set(false));
     let Some(mut rec) = RECORDER.with(|r| r.borrow_mut().take()) else {
         return;
     };

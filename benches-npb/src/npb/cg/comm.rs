@@ -101,6 +101,20 @@ pub trait CgComm {
         }
     }
 
+    /// Sums `x·z` and `z·z` over the process row once per outer iteration
+    /// (step 2 of [`super::solver`]'s outer iteration); every process of
+    /// the job calls it at the same point. By default a [`row_sum`](Self::row_sum).
+    ///
+    /// A driver may override this with an allreduce over the whole job
+    /// divided by `nprows` (each column block of `x` and `z` is held by the
+    /// `nprows` processes of a process column): the job then meets at a
+    /// collective once per outer iteration, where a runtime can do work that
+    /// needs every process (mttl's trace writes its buffers there). The sums
+    /// then need not match NPB-MPI to the last bit.
+    fn norm_sum(&mut self, grid: &super::CgGrid, values: &mut [f64]) {
+        self.row_sum(&grid.sum_partners, values);
+    }
+
     /// Like [`exchange`](Self::exchange), but adds the partner's values to
     /// `acc` (`acc[i] += theirs[i]`, in index order) instead of returning
     /// them; `scratch` (at least `acc.len()` long) may hold them meanwhile.

@@ -8,8 +8,8 @@
 //!    `d = p·q` (row sum), `alpha = rho / d`, `z += alpha·p`,
 //!    `r −= alpha·q`, `rho = r·r` (row sum), `beta = rho / rho0`,
 //!    `p = r + beta·p`. Then `‖x − A·z‖` (one more mat-vec and row sum).
-//! 2. `x·z` and `z·z` (one row sum of two values), `zeta = shift + 1/(x·z)`,
-//!    `x = z / ‖z‖`.
+//! 2. `x·z` and `z·z` (one sum of two values over the process row,
+//!    [`CgComm::norm_sum`]), `zeta = shift + 1/(x·z)`, `x = z / ‖z‖`.
 //!
 //! The benchmark ([`run_benchmark`]) builds the matrix, runs one untimed
 //! outer iteration, resets `x` to ones, meets at a barrier and times `niter`
@@ -177,7 +177,7 @@ impl CgRank {
     pub fn power_step<C: CgComm + ?Sized>(&mut self, comm: &mut C) -> CgIteration {
         let rnorm = self.conj_grad(comm);
         let mut norms = kernels::dot2(&self.x, &self.z);
-        comm.row_sum(&self.grid.sum_partners, &mut norms);
+        comm.norm_sum(&self.grid, &mut norms);
         let zeta = self.params.shift + 1.0 / norms[0];
         let inv_norm = 1.0 / norms[1].sqrt();
         kernels::scale_into(&mut self.x, inv_norm, &self.z);

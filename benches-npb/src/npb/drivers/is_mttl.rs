@@ -27,6 +27,7 @@ use mttl::{GlobalArray, GlobalObject, GlobalPtr, GlobalRef};
 
 use super::error::{check_size, DriverError};
 use super::report::{report_failures, Kernel, Outcome, Variant};
+use super::TIMED_REGION;
 use crate::npb::class::IS_ITERATIONS;
 use crate::npb::is::{check_procs, key_buffer_len, IsComm, IsRank};
 use crate::npb::Class;
@@ -140,12 +141,14 @@ fn is_kernel(boundaries: Vec<GlobalPtr<i32>>) -> (usize, f64) {
     };
     rank.rank_keys(&mut comm, 1);
     rank.clear_failures();
+    let timed = mttl::trace::region(TIMED_REGION);
     let t0 = Instant::now();
     let mut passed = 0;
     for iteration in 1..=IS_ITERATIONS {
         passed += rank.rank_keys(&mut comm, iteration);
     }
     let seconds = t0.elapsed().as_secs_f64();
+    drop(timed);
     let full = rank.full_verify(&mut comm);
     report_failures(mttl::rank(), rank.failures());
     (passed + usize::from(full.passed()), seconds)

@@ -37,5 +37,12 @@ mod mpi_counts;
 pub mod report;
 
 pub use error::DriverError;
+
+/// The name of the trace region around each mttl kernel's timed loop
+/// (`npb --trace DIR`): `mttl-trace reconstruct` gives its length with the
+/// trace's suspensions removed, which `mttl-bench trace` compares with the
+/// loop's time untraced.
+pub const TIMED_REGION: &str = "npb timed loop";
+
 pub use limits::{RankLimit, TooManyRanks};
 pub use report::{Check, Kernel, Outcome, Variant};

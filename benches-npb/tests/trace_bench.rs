@@ -1,0 +1,129 @@
+//! `mttl-bench trace --quick` end to end on the TCP backend: every workload
+//! (NPB CG and IS class S through `npb`, the ping-pong, the matrix product
+//! and the trace-heavy program) runs once per column of Table 1, and the
+//! JSON document has the table's shape: every column timed, a
+//! reconstructed time for every traced column (from `mttl-trace
+//! reconstruct --json`), a trace for every traced run, no clock-condition
+//! violation in the equalized traces, and a verdict for every target. It
+//! asserts no speed.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use support::output_within_limit;
+
+/// The directory of `npb` and `mttl-trace`: this package's binaries, with
+/// `mttl-trace` (another package's) built there if it is missing.
+fn tools() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_mttl-bench"))
+        .parent()
+        .expect("the binary's directory")
+        .to_owned();
+    if !dir.join("mttl-trace").is_file() {
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "-p", "mttl-trace", "--bin", "mttl-trace"]);
+        if dir.ends_with("release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("cargo runs");
+        assert!(status.success(), "building mttl-trace failed");
+    }
+    dir
+}
+
+#[test]
+fn quick_table_has_every_column_and_reconstructed_times() {
+    let tools = tools();
+    let output = output_within_limit(Command::new(env!("CARGO_BIN_EXE_mttl-bench")).args([
+        "trace",
+        "--quick",
+        "--json",
+        "--backends",
+        "tcp",
+        "--pingpong-iters",
+        "5000",
+        "--matmul",
+        "64,2",
+        "--heavy",
+        "50,8",
+        "--tools",
+        tools.to_str().expect("a UTF-8 path"),
+    ]));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "mttl-bench trace failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    let doc: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+    assert_eq!(doc["benchmark"], "trace");
+    let rows = doc["rows"].as_array().expect("rows");
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["workload"].as_str()).collect();
+    assert_eq!(names, ["CG S", "IS S", "pingpong", "matmul", "heavy"]);
+    for row in rows {
+        let name = &row["workload"];
+        assert_eq!(row["backend"], "tcp");
+        assert_eq!(row["ranks"], 2);
+        let columns = row["columns"].as_object().expect("columns");
+        let mut keys: Vec<&str> = columns.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            ["T", "T'", "T0", "T1", "T2", "T3", "Ta", "Tl", "Ts"],
+            "{name}"
+        );
+        for (key, column) in columns {
+            let runs = column["runs"].as_array().expect("runs");
+            assert_eq!(runs.len(), 1, "{name} {key}: one repetition");
+            let run = &runs[0];
+            let seconds = run["seconds"].as_f64().expect("seconds");
+            assert!(seconds > 0.0, "{name} {key}: {run}");
+            if key == "T0" {
+                assert!(
+                    run["reconstructed_seconds"].is_null(),
+                    "{name}: T0 is untraced"
+                );
+                assert_eq!(run["trace_bytes"], 0, "{name}: T0 is untraced");
+                continue;
+            }
+            assert!(
+                run["trace_bytes"].as_u64().unwrap_or(0) > 64,
+                "{name} {key}: {run}"
+            );
+            assert!(
+                run["peak_rss_bytes"].as_u64().unwrap_or(0) > 0,
+                "{name} {key}"
+            );
+            let r = run["reconstructed_seconds"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name} {key}: no reconstructed time: {run}"));
+            // Reconstruction only removes time, and not all of it.
+            assert!(
+                r > 0.0 && r <= seconds * 1.001 + 1e-4,
+                "{name} {key}: {run}"
+            );
+            if key.starts_with("T1") || key == "T" {
+                assert_eq!(run["violations"], 0, "{name} {key}: {run}");
+            }
+        }
+        for key in ["T1", "T2", "T3", "Ts", "Tl", "Ta", "T'"] {
+            assert!(
+                columns[key]["error"].as_f64().is_some(),
+                "{name} {key}: no error"
+            );
+        }
+        assert!(row["overhead"].as_f64().is_some(), "{name}");
+    }
+    assert!(
+        rows[3]["compute_slowdown"].as_f64().is_some(),
+        "matmul's compute"
+    );
+    let targets = doc["targets"].as_array().expect("targets");
+    assert!(targets.len() >= 3 * rows.len(), "{targets:?}");
+    assert!(targets.iter().all(|t| t["met"].is_boolean()));
+}
