@@ -5,12 +5,13 @@
 //! block of the matrix, takes part in an `allreduce_max` of the longest
 //! exchange, and returns its landing array's pointer and a time), then
 //! `cg_kernel(landings)`: one untimed power step, a barrier, `niter` timed
-//! ones; a power step is the 25 CG iterations of `conj_grad` and a row sum
-//! of two values. Every exchange with a partner (not the node itself)
+//! ones; a power step is the 25 CG iterations of `conj_grad` and the
+//! allreduce of two norms. Every exchange with a partner (not the node itself)
 //! writes the values into the partner's landing buffer and a flag after
 //! them, and takes the partner's two writes. An exchange's lengths are the
 //! grid's: the row reduction's steps, the transpose's `send_len` and
-//! `exch_recv_len`, one or two values for a row sum. The TCP and local
+//! `exch_recv_len`, one value for a row sum. The outer iteration's two
+//! norms are an allreduce of two values over the job. The TCP and local
 //! backends are modelled (the MPI backend's extra handshake of long
 //! exchanges is not).
 //!
@@ -99,12 +100,7 @@ impl Cg {
         // cg_init(class): the matrix, then allreduce_max of one usize.
         e.spmd_call(1);
         e.compute();
-        let mut s = 1;
-        while s < n {
-            e.send(me ^ s, wire::COLL_HEADER + 8, wire::COLL);
-            e.recv(me ^ s, wire::COLL_HEADER + 8, wire::COLL);
-            s *= 2;
-        }
+        allreduce(&mut e, 8);
         e.spmd_return(|d| self.ptr(d) + F64);
         // cg_kernel(landings).
         let landings = varint_len(n as u64) + (0..n).map(|d| self.ptr(d)).sum::<u64>();
@@ -179,7 +175,20 @@ fn matvec(e: &mut Emitter, grid: &CgGrid, grids: &Partners) {
     exchange(e, grid.exch_proc, grid.send_len, theirs);
 }
 
-/// One outer iteration: `conj_grad`, then a row sum of two values.
+/// An allreduce of `bytes` bytes of plain data: recursive doubling (the
+/// job's size is a power of two).
+fn allreduce(e: &mut Emitter, bytes: u64) {
+    let (me, n) = (e.me, e.n);
+    let mut s = 1;
+    while s < n {
+        e.send(me ^ s, wire::COLL_HEADER + bytes, wire::COLL);
+        e.recv(me ^ s, wire::COLL_HEADER + bytes, wire::COLL);
+        s *= 2;
+    }
+}
+
+/// One outer iteration: `conj_grad`, then x·z and z·z summed over the job
+/// (`CgComm::norm_sum`: an allreduce of two values).
 fn power_step(e: &mut Emitter, grid: &CgGrid, grids: &Partners) {
     row_sum(e, grid, 1);
     for _ in 0..CG_ITMAX {
@@ -189,5 +198,6 @@ fn power_step(e: &mut Emitter, grid: &CgGrid, grids: &Partners) {
     }
     matvec(e, grid, grids);
     row_sum(e, grid, 1);
-    row_sum(e, grid, 2);
+    e.compute();
+    allreduce(e, 2 * F64);
 }
