@@ -66,21 +66,12 @@ const SPMV_BCAST: Example = Example {
 /// (`target/<profile>/deps/` holds the tests, `target/<profile>/examples/`
 /// the examples).
 fn example_binary(name: &str) -> PathBuf {
-    let test_binary = runtime_support::this_test_binary();
-    let profile_dir = test_binary
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test binary lies in target/<profile>/deps");
-    let path = profile_dir
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.is_file(),
-        "{} does not exist: run `cargo test` (which builds the examples), or \
+    runtime_support::built_binary(
+        "examples",
+        name,
+        "run `cargo test` (which builds the examples), or \
          `cargo build --examples` with this test's features, first",
-        path.display()
-    );
-    path
+    )
 }
 
 /// Runs `example` as a job of [`RANKS`] ranks on `backend` and checks its

@@ -30,16 +30,7 @@ const DEADLINE: Duration = Duration::from_secs(300);
 
 /// A binary built beside this test: `target/<profile>/<sub>/<name>`.
 fn built(sub: &str, name: &str, how: &str) -> PathBuf {
-    let test_binary = runtime_support::this_test_binary();
-    let profile_dir = test_binary
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test binary lies in target/<profile>/deps");
-    let path = profile_dir
-        .join(sub)
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(path.is_file(), "{} does not exist: {how}", path.display());
-    path
+    runtime_support::built_binary(sub, name, how)
 }
 
 /// A fresh directory for one trace.

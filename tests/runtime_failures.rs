@@ -240,20 +240,13 @@ fn ranks_of_different_programs_are_refused_at_start_up(t: Scenario) {
         }));
     }
     let other = other_program();
-    let outputs = run_pair(&t, Command::new(&other));
+    let all = refused_at_start_up(
+        &t,
+        Command::new(&other),
+        &["rank 1 runs a different program than rank 0"],
+    );
     let only_here = "only on rank 0: ";
     let only_there = format!("only on rank 1: {OTHER_PROGRAM}::{OTHER_PROGRAM} fn(");
-    for out in &outputs {
-        out.assert_ranks_code(t.backend, 2);
-        assert!(!out.stdout.contains("main ran"), "{}", out.stdout);
-    }
-    let all = joined(&outputs);
-    for rank in [
-        "mttl: rank 0: refusing to start",
-        "mttl: rank 1: refused at start-up",
-    ] {
-        all.stderr_line(&[rank, "rank 1 runs a different program than rank 0"]);
-    }
     all.stderr_line(&[only_here, "runtime_failures::explode fn("]);
     all.stderr_line(&[&only_there]);
 }
@@ -269,7 +262,22 @@ fn ranks_with_different_broadcasts_are_refused_at_start_up(t: Scenario) {
     }
     let mut rank1 = t.rank_command();
     rank1.env("MTTL_BCAST", "arrival");
-    let outputs = run_pair(&t, rank1);
+    refused_at_start_up(
+        &t,
+        rank1,
+        &[
+            "rank 1 runs with MTTL_BCAST=arrival",
+            "rank 0 with MTTL_BCAST=binomial",
+            "every rank must have the same MTTL_BCAST",
+        ],
+    );
+}
+
+/// Runs this test binary as rank 0 and `rank1` as rank 1 and checks that
+/// both stopped at start-up with code 2, before main, each saying why with
+/// a line holding all of `why`; returns their output as one job's.
+fn refused_at_start_up(t: &Scenario, rank1: Command, why: &[&str]) -> JobOutput {
+    let outputs = run_pair(t, rank1);
     for out in &outputs {
         out.assert_ranks_code(t.backend, 2);
         assert!(!out.stdout.contains("main ran"), "{}", out.stdout);
@@ -279,13 +287,9 @@ fn ranks_with_different_broadcasts_are_refused_at_start_up(t: Scenario) {
         "mttl: rank 0: refusing to start",
         "mttl: rank 1: refused at start-up",
     ] {
-        all.stderr_line(&[
-            rank,
-            "rank 1 runs with MTTL_BCAST=arrival",
-            "rank 0 with MTTL_BCAST=binomial",
-            "every rank must have the same MTTL_BCAST",
-        ]);
+        all.stderr_line(&[&[rank], why].concat());
     }
+    all
 }
 
 /// Runs this test binary as rank 0 and `rank1` as rank 1 of one job.

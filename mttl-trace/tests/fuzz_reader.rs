@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 
 use mttl_trace::{Ending, ReadError};
 
+mod support;
+use support::Rng;
+
 /// The fixture's files.
 fn fixture() -> Vec<(PathBuf, Vec<u8>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/heavy-threads");
@@ -29,22 +32,6 @@ fn fixture() -> Vec<(PathBuf, Vec<u8>)> {
             (p, bytes)
         })
         .collect()
-}
-
-/// xorshift64*: a fixed sequence from a fixed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 /// One damage done to a copy of a file: the bytes, and the first offset

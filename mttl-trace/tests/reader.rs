@@ -14,26 +14,12 @@ use mttl_trace::{parse, Ending, ReadError};
 use support::build_for;
 
 mod support;
+use support::Rng;
 
 /// A file of `blocks` blocks of `per_block` events each and an end block;
 /// returns it and the offsets where its blocks end.
 fn build(blocks: usize, per_block: usize) -> (Vec<u8>, Vec<usize>) {
     build_for(42, 0, 1, VERSION, blocks, per_block)
-}
-
-/// xorshift64*: reproducible randomness without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 const PATH: &str = "rank-00000.mttltrace";

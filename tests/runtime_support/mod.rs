@@ -237,6 +237,22 @@ pub(crate) fn this_test_binary() -> PathBuf {
     std::env::current_exe().expect("the test binary knows its own path")
 }
 
+/// A binary cargo built beside this test binary: `sub` is `""` for the
+/// workspace's programs (`target/<profile>/`) or `"examples"`; `how` says
+/// how to build it when it is missing.
+pub(crate) fn built_binary(sub: &str, name: &str, how: &str) -> PathBuf {
+    let test_binary = this_test_binary();
+    let profile_dir = test_binary
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test binary lies in target/<profile>/deps");
+    let path = profile_dir
+        .join(sub)
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(path.is_file(), "{} does not exist: {how}", path.display());
+    path
+}
+
 /// How a job (or a single process) ended, with everything it wrote.
 #[derive(Debug)]
 pub(crate) struct JobOutput {

@@ -82,3 +82,19 @@ pub(crate) fn push_block(file: &mut Vec<u8>, kind: u8, count: u32, base: u64, pa
     file.extend_from_slice(&checksum(&[&h, payload]).to_le_bytes());
     file.extend_from_slice(payload);
 }
+
+/// xorshift64*: reproducible randomness without a dependency.
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
