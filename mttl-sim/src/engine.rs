@@ -19,7 +19,8 @@
 //!    receiver. An eager send (`s <= S`) is done now; a rendezvous send
 //!    (`s > S`) is done when a receive matches it.
 //! 3. **recv**: starts at once (it needs no resource) and searches the
-//!    rank's unexpected queue in order for a matching message (source and
+//!    rank's unexpected queue in order (indexed: [`crate::match_queue`])
+//!    for a matching message (source and
 //!    tag equal, or either side a wildcard). Found: the receive is done; if
 //!    the receive's size is above S, the sender's send is done too, and the
 //!    sender's CPU and NIC (the indices the receive names) are moved up to t.
@@ -45,7 +46,8 @@
 use std::time::Instant;
 
 use crate::event_queue::{Event, EventKind, EventQueue};
-use crate::schedule::{OpId, OpKind, Schedule, ANY_SOURCE, ANY_TAG};
+use crate::match_queue::{MatchQueue, QueueEntry};
+use crate::schedule::{OpId, OpKind, Schedule};
 use crate::tie_order::sort_by_key_like_gnu;
 use crate::waiting::{Signature, Waiting};
 
@@ -132,29 +134,10 @@ pub struct Report {
     pub deadlock: Option<Deadlock>,
 }
 
-/// A posted receive or an unexpected message.
-#[derive(Clone, Copy, Debug)]
-struct QueueEntry {
-    src: u32,
-    tag: u32,
-    op: OpId,
-}
-
-#[inline]
-fn matches(src_a: u32, tag_a: u32, e: &QueueEntry) -> bool {
-    (src_a == ANY_SOURCE || e.src == ANY_SOURCE || e.src == src_a)
-        && (tag_a == ANY_TAG || e.tag == ANY_TAG || e.tag == tag_a)
-}
-
-/// Removes and returns the first entry of `q` matching (src, tag).
-#[inline]
-fn take_match(q: &mut Vec<QueueEntry>, src: u32, tag: u32) -> Option<QueueEntry> {
-    let i = q.iter().position(|e| matches(src, tag, e))?;
-    Some(q.remove(i))
-}
-
 const NOT_DONE: u8 = 0;
 const DONE: u8 = 1;
+/// A receive in its rank's posted queue (not done yet).
+const POSTED: u8 = 2;
 
 struct Engine<'a> {
     s: &'a Schedule,
@@ -171,8 +154,8 @@ struct Engine<'a> {
     nexto: Vec<u64>,
     nextgs: Vec<u64>,
     nextgr: Vec<u64>,
-    posted: Vec<Vec<QueueEntry>>,
-    unexpected: Vec<Vec<QueueEntry>>,
+    posted: Vec<MatchQueue>,
+    unexpected: Vec<MatchQueue>,
     /// Operations that became executable during the current event, in the
     /// order they did (all belong to ranks in `touched`).
     ready: Vec<OpId>,
@@ -200,8 +183,8 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
         nexto: vec![0; n * ncpus],
         nextgs: vec![0; n * nnics],
         nextgr: vec![0; n * nnics],
-        posted: vec![Vec::new(); n],
-        unexpected: vec![Vec::new(); n],
+        posted: (0..n).map(|_| MatchQueue::default()).collect(),
+        unexpected: (0..n).map(|_| MatchQueue::default()).collect(),
         ready: Vec::new(),
         batch: Vec::new(),
         touched: Vec::with_capacity(4),
@@ -337,6 +320,28 @@ impl Engine<'_> {
         (u64::from(rank) << 24) | (class << 16) | (u64::from(op.cpu) << 8) | u64::from(nic)
     }
 
+    /// Whether the resources that keep `ev` waiting at `t` stay as they are
+    /// until `t` has passed, whatever else runs at `t`.
+    ///
+    /// An event changes a CPU or NIC clock only when it runs, which needs
+    /// that clock at or before `t` (a completed rendezvous only raises
+    /// clocks to `t`). So a busy clock stays put, and so does a free one
+    /// that no other kind of event can use while the busy one blocks it:
+    /// a computation needs one clock; a send's or message's NIC clock is
+    /// used only by events that also need a CPU of the same rank, which,
+    /// with one CPU per rank, is the busy one.
+    #[inline]
+    fn stays_busy(&self, ev: &Event, t: u64) -> bool {
+        let op = self.s.op(ev.op);
+        let (rank, nic_free_at) = match (ev.kind, op.kind) {
+            (EventKind::Msg, _) => (op.peer, self.nextgr[self.nic(op.peer, op.nic)]),
+            (_, OpKind::Send) => (op.rank, self.nextgs[self.nic(op.rank, op.nic)]),
+            _ => return true,
+        };
+        let cpu_busy = self.nexto[self.cpu(rank, op.cpu)] > t;
+        cpu_busy && (nic_free_at > t || self.ncpus == 1)
+    }
+
     /// A waiting group is due: its first member runs if its resources are
     /// free; otherwise the members due before anything else move on.
     fn run_waiting(&mut self, key: Event) {
@@ -350,7 +355,11 @@ impl Engine<'_> {
             }
             self.step(head);
         } else {
-            let next = self.heap.peek().copied();
+            let next = if self.stays_busy(&head, key.time) {
+                None
+            } else {
+                self.heap.peek().copied()
+            };
             for k in self
                 .waiting
                 .defer(g, free, next.as_ref())
@@ -396,7 +405,7 @@ impl Engine<'_> {
                 .wrapping_add(bytes_less_one.wrapping_mul(p.big_g));
             let tm = &mut self.times[h as usize];
             tm.comm = tm.comm.wrapping_add(charge);
-            match take_match(&mut self.posted[h as usize], op.rank, op.tag) {
+            match self.posted[h as usize].take(op.rank, op.tag) {
                 Some(recv) => {
                     if op.size > p.s {
                         self.rendezvous_done(ev.op, op.cpu, op.nic, t);
@@ -449,18 +458,21 @@ impl Engine<'_> {
             OpKind::Recv => {
                 self.started(ev.op);
                 self.touched.push(r);
-                match take_match(&mut self.unexpected[r as usize], op.peer, op.tag) {
+                match self.unexpected[r as usize].take(op.peer, op.tag) {
                     Some(msg) => {
                         if op.size > p.s {
                             self.rendezvous_done(msg.op, op.cpu, op.nic, t);
                         }
                         self.completed(ev.op);
                     }
-                    None => self.posted[r as usize].push(QueueEntry {
-                        src: op.peer,
-                        tag: op.tag,
-                        op: ev.op,
-                    }),
+                    None => {
+                        self.done[ev.op as usize] = POSTED;
+                        self.posted[r as usize].push(QueueEntry {
+                            src: op.peer,
+                            tag: op.tag,
+                            op: ev.op,
+                        });
+                    }
                 }
             }
         }
@@ -489,12 +501,9 @@ impl Engine<'_> {
                     .iter()
                     .map(|e| Blocked::UnreceivedMessage(e.op)),
             );
-            let posted = &self.posted[r];
             list.extend(
                 s.rank_ops(r)
-                    .filter(|&id| {
-                        self.done[id as usize] == NOT_DONE && !posted.iter().any(|e| e.op == id)
-                    })
+                    .filter(|&id| self.done[id as usize] == NOT_DONE)
                     .map(Blocked::NotDone),
             );
             if !list.is_empty() {

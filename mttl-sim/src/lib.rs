@@ -21,13 +21,15 @@
 //!
 //! Layout: [`schedule`] is the in-memory schedule every [`input`] format
 //! builds; [`engine`] runs it on an `event_queue`, with `waiting` holding
-//! the events whose resources are busy; `tie_order` reproduces the reference's issue
+//! the events whose resources are busy and `match_queue` the posted and
+//! unexpected queues; `tie_order` reproduces the reference's issue
 //! order among simultaneous operations.
 
 pub mod engine;
 pub mod error;
 mod event_queue;
 pub mod input;
+mod match_queue;
 pub mod schedule;
 mod tie_order;
 mod waiting;
