@@ -151,9 +151,11 @@ struct Engine<'a> {
     /// Unsatisfied dependencies per operation.
     pending: Vec<u32>,
     done: Vec<u8>,
-    nexto: Vec<u64>,
-    nextgs: Vec<u64>,
-    nextgr: Vec<u64>,
+    /// Per rank, `stride` clocks side by side, so that an event touches one
+    /// cache line: `nexto` of each CPU, `nextgs` then `nextgr` of each NIC,
+    /// then the time spent computing and communicating.
+    clock: Vec<u64>,
+    stride: usize,
     posted: Vec<MatchQueue>,
     unexpected: Vec<MatchQueue>,
     /// Operations that became executable during the current event, in the
@@ -163,7 +165,6 @@ struct Engine<'a> {
     batch: Vec<OpId>,
     /// Ranks to issue from after the current event (at most three).
     touched: Vec<u32>,
-    times: Vec<RankTimes>,
 }
 
 /// Simulates `s` under `p`.
@@ -180,15 +181,13 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
         seq: 0,
         pending: s.dep_counts().to_vec(),
         done: vec![NOT_DONE; s.num_ops()],
-        nexto: vec![0; n * ncpus],
-        nextgs: vec![0; n * nnics],
-        nextgr: vec![0; n * nnics],
+        clock: vec![0; n * (ncpus + 2 * nnics + 2)],
+        stride: ncpus + 2 * nnics + 2,
         posted: (0..n).map(|_| MatchQueue::default()).collect(),
         unexpected: (0..n).map(|_| MatchQueue::default()).collect(),
         ready: Vec::new(),
         batch: Vec::new(),
         touched: Vec::with_capacity(4),
-        times: vec![RankTimes::default(); n],
     };
     let start = Instant::now();
     for r in 0..n {
@@ -229,14 +228,28 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
 }
 
 impl Engine<'_> {
+    /// Index in `clock` of `nexto` of CPU `cpu` of `rank`.
     #[inline]
     fn cpu(&self, rank: u32, cpu: u8) -> usize {
-        rank as usize * self.ncpus + cpu as usize
+        rank as usize * self.stride + cpu as usize
     }
 
+    /// Index of `nextgs` (sending) of NIC `nic` of `rank`.
     #[inline]
-    fn nic(&self, rank: u32, nic: u8) -> usize {
-        rank as usize * self.nnics + nic as usize
+    fn nics(&self, rank: u32, nic: u8) -> usize {
+        rank as usize * self.stride + self.ncpus + nic as usize
+    }
+
+    /// Index of `nextgr` (receiving) of NIC `nic` of `rank`.
+    #[inline]
+    fn nicr(&self, rank: u32, nic: u8) -> usize {
+        rank as usize * self.stride + self.ncpus + self.nnics + nic as usize
+    }
+
+    /// Index of `rank`'s computing time; its communication time follows.
+    #[inline]
+    fn busy(&self, rank: u32) -> usize {
+        (rank as usize + 1) * self.stride - 2
     }
 
     /// Issues rank `r`'s newly executable operations (rule 5).
@@ -248,9 +261,9 @@ impl Engine<'_> {
         sort_by_key_like_gnu(&mut ready, |&id| s.op(id).kind);
         for &id in &ready {
             let op = s.op(id);
-            let c = self.nexto[self.cpu(r, op.cpu)];
+            let c = self.clock[self.cpu(r, op.cpu)];
             let time = match op.kind {
-                OpKind::Send => c.max(self.nextgs[self.nic(r, op.nic)]),
+                OpKind::Send => c.max(self.clock[self.nics(r, op.nic)]),
                 OpKind::Recv | OpKind::Calc => c,
             };
             self.heap.push(Event {
@@ -297,12 +310,12 @@ impl Engine<'_> {
         let op = self.s.op(ev.op);
         if ev.kind == EventKind::Msg {
             let h = op.peer;
-            return self.nexto[self.cpu(h, op.cpu)].max(self.nextgr[self.nic(h, op.nic)]);
+            return self.clock[self.cpu(h, op.cpu)].max(self.clock[self.nicr(h, op.nic)]);
         }
         let r = op.rank;
         match op.kind {
-            OpKind::Calc => self.nexto[self.cpu(r, op.cpu)],
-            OpKind::Send => self.nexto[self.cpu(r, op.cpu)].max(self.nextgs[self.nic(r, op.nic)]),
+            OpKind::Calc => self.clock[self.cpu(r, op.cpu)],
+            OpKind::Send => self.clock[self.cpu(r, op.cpu)].max(self.clock[self.nics(r, op.nic)]),
             OpKind::Recv => 0,
         }
     }
@@ -334,11 +347,11 @@ impl Engine<'_> {
     fn stays_busy(&self, ev: &Event, t: u64) -> bool {
         let op = self.s.op(ev.op);
         let (rank, nic_free_at) = match (ev.kind, op.kind) {
-            (EventKind::Msg, _) => (op.peer, self.nextgr[self.nic(op.peer, op.nic)]),
-            (_, OpKind::Send) => (op.rank, self.nextgs[self.nic(op.rank, op.nic)]),
+            (EventKind::Msg, _) => (op.peer, self.clock[self.nicr(op.peer, op.nic)]),
+            (_, OpKind::Send) => (op.rank, self.clock[self.nics(op.rank, op.nic)]),
             _ => return true,
         };
-        let cpu_busy = self.nexto[self.cpu(rank, op.cpu)] > t;
+        let cpu_busy = self.clock[self.cpu(rank, op.cpu)] > t;
         cpu_busy && (nic_free_at > t || self.ncpus == 1)
     }
 
@@ -378,9 +391,9 @@ impl Engine<'_> {
         self.completed(send);
         self.touched.push(src);
         let c = self.cpu(src, cpu);
-        let n = self.nic(src, nic);
-        self.nexto[c] = self.nexto[c].max(t);
-        self.nextgs[n] = self.nextgs[n].max(t);
+        let n = self.nics(src, nic);
+        self.clock[c] = self.clock[c].max(t);
+        self.clock[n] = self.clock[n].max(t);
     }
 
     fn step(&mut self, ev: Event) {
@@ -393,18 +406,18 @@ impl Engine<'_> {
             // Rule 4: the message of send `op` arrives at `op.peer`.
             let h = op.peer;
             let c = self.cpu(h, op.cpu);
-            let n = self.nic(h, op.nic);
+            let n = self.nicr(h, op.nic);
             let charge = p.o.wrapping_add(
                 bytes_less_one
                     .wrapping_mul(p.big_o)
                     .max(bytes_less_one.wrapping_mul(p.big_g)),
             );
-            self.nexto[c] = t.wrapping_add(charge);
-            self.nextgr[n] = t
+            self.clock[c] = t.wrapping_add(charge);
+            self.clock[n] = t
                 .wrapping_add(p.g)
                 .wrapping_add(bytes_less_one.wrapping_mul(p.big_g));
-            let tm = &mut self.times[h as usize];
-            tm.comm = tm.comm.wrapping_add(charge);
+            let b = self.busy(h) + 1;
+            self.clock[b] = self.clock[b].wrapping_add(charge);
             match self.posted[h as usize].take(op.rank, op.tag) {
                 Some(recv) => {
                     if op.size > p.s {
@@ -425,25 +438,25 @@ impl Engine<'_> {
         match op.kind {
             OpKind::Calc => {
                 let c = self.cpu(r, op.cpu);
-                self.nexto[c] = t.wrapping_add(op.size);
-                let tm = &mut self.times[r as usize];
-                tm.compute = tm.compute.wrapping_add(op.size);
+                self.clock[c] = t.wrapping_add(op.size);
+                let b = self.busy(r);
+                self.clock[b] = self.clock[b].wrapping_add(op.size);
                 self.started(ev.op);
                 self.completed(ev.op);
                 self.touched.push(r);
             }
             OpKind::Send => {
                 let c = self.cpu(r, op.cpu);
-                let n = self.nic(r, op.nic);
+                let n = self.nics(r, op.nic);
                 self.started(ev.op);
                 self.touched.push(r);
                 let charge = p.o.wrapping_add(bytes_less_one.wrapping_mul(p.big_o));
-                self.nexto[c] = t.wrapping_add(charge);
-                self.nextgs[n] = t
+                self.clock[c] = t.wrapping_add(charge);
+                self.clock[n] = t
                     .wrapping_add(p.g)
                     .wrapping_add(bytes_less_one.wrapping_mul(p.big_g));
-                let tm = &mut self.times[r as usize];
-                tm.comm = tm.comm.wrapping_add(charge);
+                let b = self.busy(r) + 1;
+                self.clock[b] = self.clock[b].wrapping_add(charge);
                 self.heap.push(Event {
                     time: t.wrapping_add(p.o).wrapping_add(p.l),
                     seq: self.seq,
@@ -480,14 +493,19 @@ impl Engine<'_> {
 
     fn finish(self, seconds: f64) -> Report {
         let s = self.s;
-        let mut times = self.times;
+        let mut times = Vec::with_capacity(s.num_ranks());
         let mut max = (0u64, 0u32);
-        for (r, tm) in times.iter_mut().enumerate() {
-            let cpus = &self.nexto[r * self.ncpus..(r + 1) * self.ncpus];
-            tm.finish = cpus.iter().copied().max().unwrap_or(0);
-            tm.wait = tm.finish.saturating_sub(tm.compute.saturating_add(tm.comm));
-            if tm.finish > max.0 {
-                max = (tm.finish, r as u32);
+        for (r, clocks) in self.clock.chunks_exact(self.stride).enumerate() {
+            let finish = clocks[..self.ncpus].iter().copied().max().unwrap_or(0);
+            let (compute, comm) = (clocks[self.stride - 2], clocks[self.stride - 1]);
+            times.push(RankTimes {
+                finish,
+                compute,
+                comm,
+                wait: finish.saturating_sub(compute.saturating_add(comm)),
+            });
+            if finish > max.0 {
+                max = (finish, r as u32);
             }
         }
         let mut blocked = Vec::new();

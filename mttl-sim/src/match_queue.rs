@@ -10,7 +10,8 @@
 //! 1. Entries sit in arrival order in `slots`; a taken entry leaves a hole
 //!    (`None`), and holes at the front are dropped, each shifting `base`, the
 //!    arrival number of `slots[0]`. Arrival numbers are never reused.
-//! 2. While the queue is short (under [`INDEX_FROM`] entries) searches scan
+//! 2. While the queue is short (under [`INDEX_FROM`] entries, where a scan of contiguous
+//!    entries costs less than the index's scattered look-ups) searches scan
 //!    it; from that length on, an index maps each exact (source, tag) an
 //!    entry carries (wildcards included, as values) to the arrival numbers of
 //!    the entries carrying it, in order.
@@ -33,7 +34,7 @@ use rustc_hash::FxHashMap;
 use crate::schedule::{OpId, ANY_SOURCE, ANY_TAG};
 
 /// Queue length from which searches use the index.
-const INDEX_FROM: usize = 16;
+const INDEX_FROM: usize = 64;
 
 /// A posted receive or an unexpected message: its source, tag and operation
 /// (the receive, or the send whose message it is).
