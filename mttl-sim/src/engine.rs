@@ -16,7 +16,7 @@
 //! 2. **send** on CPU c, NIC n: if `max(nexto[c], nextgs[n]) > t`, retry then.
 //!    Otherwise it starts: `nexto[c] = t + o + (s-1)·O`, `nextgs[n] = t + g +
 //!    (s-1)·G`, and a message event is created at `t + o + L` at the
-//!    receiver. An eager send (`s <= S`) is done now; a rendezvous send
+//!    receiver (later on a torus: [`crate::torus`]). An eager send (`s <= S`) is done now; a rendezvous send
 //!    (`s > S`) is done when a receive matches it.
 //! 3. **recv**: starts at once (it needs no resource) and searches the
 //!    rank's unexpected queue in order (indexed: [`crate::match_queue`])
@@ -47,41 +47,11 @@ use std::time::Instant;
 
 use crate::event_queue::{Event, EventKind, EventQueue};
 use crate::match_queue::{MatchQueue, QueueEntry};
+use crate::params::{per_byte, Params};
 use crate::schedule::{OpId, OpKind, Schedule};
 use crate::tie_order::sort_by_key_like_gnu;
+use crate::torus::Torus;
 use crate::waiting::{Signature, Waiting};
-
-/// The LogGOPS parameters, in nanoseconds (per byte for `big_g`, `big_o`).
-///
-/// The defaults are the reference simulator's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Params {
-    /// Latency L of a message through the network.
-    pub l: u64,
-    /// CPU overhead o per message, paid by sender and receiver.
-    pub o: u64,
-    /// NIC gap g between messages.
-    pub g: u64,
-    /// NIC gap G per byte.
-    pub big_g: u64,
-    /// CPU overhead O per byte.
-    pub big_o: u64,
-    /// Largest eager message; larger ones use the rendezvous protocol.
-    pub s: u64,
-}
-
-impl Default for Params {
-    fn default() -> Self {
-        Params {
-            l: 2500,
-            o: 1500,
-            g: 1000,
-            big_g: 6,
-            big_o: 0,
-            s: 65535,
-        }
-    }
-}
 
 /// One rank's simulated times, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -142,6 +112,8 @@ const POSTED: u8 = 2;
 struct Engine<'a> {
     s: &'a Schedule,
     p: Params,
+    /// The topology, when messages travel on a torus.
+    torus: Option<Torus>,
     ncpus: usize,
     nnics: usize,
     heap: EventQueue,
@@ -169,11 +141,19 @@ struct Engine<'a> {
 
 /// Simulates `s` under `p`.
 pub fn simulate(s: &Schedule, p: &Params) -> Report {
+    simulate_on(s, p, None)
+}
+
+/// Simulates `s` under `p`, with messages routed on `torus` if given (see
+/// [`crate::torus`]: their latency grows by the hops and the waits for
+/// shared links).
+pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
     let n = s.num_ranks();
     let (ncpus, nnics) = (s.ncpus(), s.nnics());
     let mut e = Engine {
         s,
         p: *p,
+        torus,
         ncpus,
         nnics,
         heap: EventQueue::with_capacity(n * 2),
@@ -408,14 +388,12 @@ impl Engine<'_> {
             let c = self.cpu(h, op.cpu);
             let n = self.nicr(h, op.nic);
             let charge = p.o.wrapping_add(
-                bytes_less_one
-                    .wrapping_mul(p.big_o)
-                    .max(bytes_less_one.wrapping_mul(p.big_g)),
+                per_byte(bytes_less_one, p.big_o_ps).max(per_byte(bytes_less_one, p.big_g_ps)),
             );
             self.clock[c] = t.wrapping_add(charge);
             self.clock[n] = t
                 .wrapping_add(p.g)
-                .wrapping_add(bytes_less_one.wrapping_mul(p.big_g));
+                .wrapping_add(per_byte(bytes_less_one, p.big_g_ps));
             let b = self.busy(h) + 1;
             self.clock[b] = self.clock[b].wrapping_add(charge);
             match self.posted[h as usize].take(op.rank, op.tag) {
@@ -450,15 +428,21 @@ impl Engine<'_> {
                 let n = self.nics(r, op.nic);
                 self.started(ev.op);
                 self.touched.push(r);
-                let charge = p.o.wrapping_add(bytes_less_one.wrapping_mul(p.big_o));
+                let charge = p.o.wrapping_add(per_byte(bytes_less_one, p.big_o_ps));
                 self.clock[c] = t.wrapping_add(charge);
                 self.clock[n] = t
                     .wrapping_add(p.g)
-                    .wrapping_add(bytes_less_one.wrapping_mul(p.big_g));
+                    .wrapping_add(per_byte(bytes_less_one, p.big_g_ps));
                 let b = self.busy(r) + 1;
                 self.clock[b] = self.clock[b].wrapping_add(charge);
+                let inject = t.wrapping_add(p.o);
+                let mut arrive = inject.wrapping_add(p.l);
+                if let Some(torus) = &mut self.torus {
+                    let route = torus.route(r, op.peer, inject, op.size, p.big_g_ps);
+                    arrive = arrive.saturating_add(route);
+                }
                 self.heap.push(Event {
-                    time: t.wrapping_add(p.o).wrapping_add(p.l),
+                    time: arrive,
                     seq: self.seq,
                     op: ev.op,
                     kind: EventKind::Msg,

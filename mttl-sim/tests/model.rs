@@ -13,8 +13,8 @@ const P: Params = Params {
     l: 100,
     o: 10,
     g: 20,
-    big_g: 2,
-    big_o: 1,
+    big_g_ps: 2000,
+    big_o_ps: 1000,
     s: 64,
 };
 
@@ -132,7 +132,7 @@ fn gaps_space_back_to_back_sends() {
     // With G = 0 and g = 5 the CPU limits instead: sends at 0, 17, 34 (CPU to
     // 51); arrivals 110, 127, 144, each handled for 10 + 7 = 17: 161.
     let p = Params {
-        big_g: 0,
+        big_g_ps: 0,
         g: 5,
         ..P
     };
