@@ -3,7 +3,7 @@
 //! ```text
 //! cargo build --release -p mttl-sim --examples
 //! target/release/examples/vs_loggopsim [--lgs /tmp/lgs-build] [--work DIR]
-//!     [--min-seconds 0.5] [--only NAME]
+//!     [--min-seconds 0.5] [--only PATTERN_RANKS]
 //! ```
 //!
 //! For each schedule of the table below it makes the GOAL text with
@@ -16,7 +16,8 @@
 //! maximum finish time and its rank are identical. LogGOPSim's conversion is
 //! not counted; mttl-sim's time includes parsing the text. A run shorter
 //! than `--min-seconds` is repeated until the total reaches it, and the
-//! mean is reported. LogGOPSim, txt2bin and schedgen are built beside the
+//! mean is reported. `--only` keeps the rows whose `pattern_ranks`
+//! (`linear_alltoall_1024`) contains the text. LogGOPSim, txt2bin and schedgen are built beside the
 //! project as `mttl-sim/compare/run.sh`'s header says.
 
 use std::path::{Path, PathBuf};

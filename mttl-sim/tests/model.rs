@@ -227,3 +227,39 @@ fn many_sends_wait_their_turn() {
     assert_eq!(finish(&r), vec![1343, 1460]);
     assert_eq!(r.events, 120);
 }
+
+#[test]
+fn time_is_split_into_compute_comm_and_wait() {
+    // Rank 0 sends (CPU 17 of comm) then computes 40. Rank 1 waits for the
+    // message (arrives at 110), handles it (24 of comm), computes 50.
+    let text = "num_ranks 2\nrank 0 {\ns: send 8b to 1\nc: calc 40\nc requires s\n}\n\
+                rank 1 {\nr: recv 8b from 0\nc: calc 50\nc requires r\n}\n";
+    let r = run(text, P);
+    let t: Vec<(u64, u64, u64, u64)> = r
+        .ranks
+        .iter()
+        .map(|t| (t.finish, t.compute, t.comm, t.wait))
+        .collect();
+    assert_eq!(t, vec![(57, 40, 17, 0), (184, 50, 24, 110)]);
+    assert_eq!(r.max, (184, 1));
+}
+
+#[test]
+fn torus_adds_hops_and_shares_links() {
+    use mttl_sim::{simulate_on, Torus};
+    // A ring of 4, 10 ns per hop. Ranks 0 and 1 both send 8 bytes to rank
+    // 2 at time 0 (o = 10: they enter the network at 10). Rank 0's message
+    // takes links 0->1 and 1->2: enters them at 10 and 20 (each busy
+    // 8·G = 16 ns), reaches rank 2 at 30: arrival 10 + L + 20 = 130.
+    // Rank 1's message needs link 1->2, busy until 36: enters it then,
+    // arrives 10 + L + 36 = 146. Rank 2 handles the first at 130 (CPU to
+    // 154, NIC to 164), the second when its NIC is free: 164 + 24 = 188.
+    let text = "num_ranks 4\nrank 0 {\nsend 8b to 2\n}\nrank 1 {\nsend 8b to 2\n}\n\
+                rank 2 {\nrecv 8b from 0\nrecv 8b from 1\n}\nrank 3 {\n}\n";
+    let sched = input::goal::parse("t.goal".as_ref(), text.as_bytes()).unwrap();
+    let torus = Torus::new(vec![4], 10, 4).unwrap();
+    let r = simulate_on(&sched, &P, Some(torus));
+    assert_eq!(finish(&r), vec![17, 17, 188, 0]);
+    // Without the torus both arrive at 110: handled at 110 and 144.
+    assert_eq!(finish(&simulate(&sched, &P)), vec![17, 17, 168, 0]);
+}
