@@ -141,8 +141,8 @@ fn lgs_result(text: &str) -> Option<(u64, u64, u64)> {
     let events = perf.get(4)?.parse().ok()?;
     // "Maximum finishing time at host R: T (...)"
     let max = line_words(text, "Maximum finishing time")?;
-    let rank = max.get(4)?.trim_end_matches(':').parse().ok()?;
-    let time = max.get(5)?.parse().ok()?;
+    let rank = max.get(5)?.trim_end_matches(':').parse().ok()?;
+    let time = max.get(6)?.parse().ok()?;
     Some((events, time, rank))
 }
 

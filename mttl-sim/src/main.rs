@@ -128,7 +128,15 @@ fn resolve_torus(
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    // Usage errors exit 1 like other bad input (clap's own status, 2, is
+    // the deadlock's).
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(u8::from(e.use_stderr()));
+        }
+    };
     let (params, profile) = match resolve_params(&args) {
         Ok(p) => p,
         Err(e) => {

@@ -26,7 +26,9 @@ fn stderr(o: &Output) -> String {
 
 const PAIR: &str = "num_ranks 2\nrank 0 {\ns: send 8b to 1\nc: calc 40\nc requires s\n}\n\
                     rank 1 {\nr: recv 8b from 0\nc: calc 50\nc requires r\n}\n";
-const P: &[&str] = &["-L", "100", "-o", "10", "-g", "20", "-G", "2", "-O", "1", "-S", "64"];
+const P: &[&str] = &[
+    "-L", "100", "-o", "10", "-g", "20", "-G", "2", "-O", "1", "-S", "64",
+];
 
 #[test]
 fn prints_every_rank_and_the_maximum() {
@@ -57,7 +59,8 @@ fn json_has_the_same_figures() {
 
 #[test]
 fn a_deadlock_lists_blocked_operations_and_exits_2() {
-    let text = "num_ranks 2\nrank 0 {\nr: recv 8b from 1 tag 3\n}\nrank 1 {\nsend 8b to 0 tag 4\n}\n";
+    let text =
+        "num_ranks 2\nrank 0 {\nr: recv 8b from 1 tag 3\n}\nrank 1 {\nsend 8b to 0 tag 4\n}\n";
     let o = run("dead.goal", text, &["--json"]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
@@ -67,7 +70,9 @@ fn a_deadlock_lists_blocked_operations_and_exits_2() {
         "{err}"
     );
     assert!(
-        err.contains("message of send 8b to 0 tag 4 (rank 1, line 6): arrived, no receive takes it"),
+        err.contains(
+            "message of send 8b to 0 tag 4 (rank 1, line 6): arrived, no receive takes it"
+        ),
         "{err}"
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -78,7 +83,11 @@ fn a_deadlock_lists_blocked_operations_and_exits_2() {
 fn bad_input_and_options_exit_1_with_a_reason() {
     let o = run("bad.goal", "num_ranks 2\nrank 0 {\nsend 8b to 5\n}\n", &[]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("bad.goal:3: send to rank 5"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("bad.goal:3: send to rank 5"),
+        "{}",
+        stderr(&o)
+    );
     let o = run("ok.goal", PAIR, &["--profile", "token-ring"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("no profile `token-ring` (there are: shm"));
@@ -87,16 +96,31 @@ fn bad_input_and_options_exit_1_with_a_reason() {
     assert!(stderr(&o).contains("a torus of 1x1 has 1 nodes, but the schedule has 2 ranks"));
     let o = run("ok3.goal", PAIR, &["--torus", "2x"]);
     assert_eq!(o.status.code(), Some(1));
-    let o = run("ok4.goal", PAIR, &["-G", "-1"]);
-    assert_ne!(o.status.code(), Some(0));
-    let o = run("ok5.goal", PAIR, &["--params-from", "/nonexistent/comm.json"]);
+    let o = run("ok4.goal", PAIR, &["-G=-1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("-G -1: expected a non-negative number"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run("ok6.goal", PAIR, &["--no-such-option"]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = run(
+        "ok5.goal",
+        PAIR,
+        &["--params-from", "/nonexistent/comm.json"],
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("cannot read /nonexistent/comm.json"));
 }
 
 #[test]
 fn a_profile_sets_the_parameters_and_flags_override_them() {
-    let o = run("prof.goal", PAIR, &["--profile", "gige", "-S", "7", "--json"]);
+    let o = run(
+        "prof.goal",
+        PAIR,
+        &["--profile", "gige", "-S", "7", "--json"],
+    );
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["params"]["l"], 20_000);
