@@ -263,3 +263,66 @@ fn torus_adds_hops_and_shares_links() {
     // Without the torus both arrive at 110: handled at 110 and 144.
     assert_eq!(finish(&simulate(&sched, &P)), vec![17, 17, 168, 0]);
 }
+
+#[test]
+fn an_unmatched_rendezvous_blocks_the_sender_and_its_dependents() {
+    // 100 bytes > S = 64: the send waits for a matching receive, which
+    // asks for another tag; the calc after the send can never start.
+    let text = "num_ranks 2\nrank 0 {\ns: send 100b to 1 tag 1\nc: calc 5\nc requires s\n}\n\
+                rank 1 {\nr: recv 100b from 0 tag 2\n}\n";
+    let d = run(text, P).deadlock.expect("a deadlock");
+    assert_eq!(
+        d.ranks,
+        vec![
+            (0, vec![Blocked::NotDone(0), Blocked::NotDone(1)]),
+            (
+                1,
+                vec![Blocked::UnmatchedRecv(2), Blocked::UnreceivedMessage(0)]
+            ),
+        ]
+    );
+}
+
+#[test]
+fn long_queues_match_in_order_with_wildcards() {
+    // 100 messages of distinct tags, sent one after the other, reach rank 1
+    // while its first receive waits for tag 99, so its unexpected queue
+    // grows long enough to be indexed. It receives tag 99
+    // first, then a wildcard (the earliest message left: tag 0), then the
+    // others by tag; `extra` adds a receive for tag 0 that nothing matches.
+    let schedule = |extra: bool| {
+        let mut r0 = String::from("s0: send 8b to 1 tag 0\n");
+        for tag in 1..100 {
+            r0.push_str(&format!(
+                "s{tag}: send 8b to 1 tag {tag}\ns{tag} requires s{}\n",
+                tag - 1
+            ));
+        }
+        let mut r1 = String::from("c: calc 10000\nf: recv 8b from 0 tag 99\nf requires c\n");
+        r1.push_str("w: recv 8b from -1 tag -1\nw requires f\n");
+        let mut prev = "w".to_string();
+        for tag in 1..99 {
+            r1.push_str(&format!(
+                "t{tag}: recv 8b from 0 tag {tag}\nt{tag} requires {prev}\n"
+            ));
+            prev = format!("t{tag}");
+        }
+        if extra {
+            r1.push_str(&format!("z: recv 8b from 0 tag 0\nz requires {prev}\n"));
+        }
+        format!("num_ranks 2\nrank 0 {{\n{r0}}}\nrank 1 {{\n{r1}}}\n")
+    };
+    let r = run(&schedule(false), P);
+    assert!(r.deadlock.is_none(), "{:?}", r.deadlock);
+    // The messages leave 34 ns apart (g + 7·G) and arrive from 110 on, but
+    // rank 1's CPU computes until 10,000: from then on they are handled 34
+    // ns apart (its NIC's gap; the CPU needs 24), piling up in the
+    // unexpected queue as the receives wait for tag 99, the last:
+    // 10,000 + 99·34 + 24.
+    assert_eq!(r.ranks[1].finish, 13_390);
+    let d = run(&schedule(true), P)
+        .deadlock
+        .expect("one receive too many");
+    let z = 100 + 3 + 98;
+    assert_eq!(d.ranks, vec![(1, vec![Blocked::UnmatchedRecv(z)])]);
+}
