@@ -16,12 +16,13 @@
 //! 2. **send** on CPU c, NIC n: if `max(nexto[c], nextgs[n]) > t`, retry then.
 //!    Otherwise it starts: `nexto[c] = t + o + (s-1)·O`, `nextgs[n] = t + g +
 //!    (s-1)·G`, and a message event is created at `t + o + L` at the
-//!    receiver (later on a torus: [`crate::torus`]). An eager send (`s <= S`) is done now; a rendezvous send
-//!    (`s > S`) is done when a receive matches it.
+//!    receiver (later on a torus: [`crate::torus`]). An eager send
+//!    (`s <= S`) is done now; a rendezvous send (`s > S`) is done when a
+//!    receive matches it.
 //! 3. **recv**: starts at once (it needs no resource) and searches the
-//!    rank's unexpected queue in order (indexed: [`crate::match_queue`])
-//!    for a matching message (source and
-//!    tag equal, or either side a wildcard). Found: the receive is done; if
+//!    rank's unexpected queue in order (indexed: `match_queue`) for a
+//!    matching message (source and tag equal, or either side a
+//!    wildcard). Found: the receive is done; if
 //!    the receive's size is above S, the sender's send is done too, and the
 //!    sender's CPU and NIC (the indices the receive names) are moved up to t.
 //!    Not found: it is appended to the posted-receive queue.
