@@ -3,12 +3,14 @@
 //! ```text
 //! cargo build --release -p mttl-sim --examples
 //! target/release/examples/scale_cg [--ranks 1024] [--iters 75] [--inner 25] [--na 150000]
+//!     [--profile NAME]
 //! ```
 //!
 //! Builds, in memory (no text to parse), the communication of NPB CG's
 //! conjugate-gradient kernel on a 2-D process grid as the reference code
 //! arranges it (defaults: class C, 75 iterations of 25 CG steps, 150,000
-//! rows), then simulates it with LogGOPSim's default parameters. Per CG
+//! rows), then simulates it with LogGOPSim's default parameters or those of
+//! `--profile` (`k-torus` on the most cube-like 3-D torus). Per CG
 //! step each rank: computes its block of the matrix-vector product; sums
 //! the partial vector across its grid row in log2(columns) exchanges with
 //! the partner whose column differs in one bit; swaps the result with its
@@ -21,9 +23,10 @@
 
 use std::time::Instant;
 
-use mttl_sim::{simulate, DepKind, NewOp, OpKind, Params, ScheduleBuilder};
+use mttl_sim::{simulate_on, DepKind, NewOp, OpKind, Params, Profile, ScheduleBuilder, Torus};
 
 struct Shape {
+    profile: Option<&'static Profile>,
     ranks: u32,
     iters: u32,
     inner: u32,
@@ -32,6 +35,7 @@ struct Shape {
 
 fn parse_args() -> Result<Shape, String> {
     let mut s = Shape {
+        profile: None,
         ranks: 1024,
         iters: 75,
         inner: 25,
@@ -40,6 +44,10 @@ fn parse_args() -> Result<Shape, String> {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let v = args.next().ok_or(format!("{a} needs a value"))?;
+        if a == "--profile" {
+            s.profile = Some(Profile::named(&v).ok_or(format!("no profile `{v}`"))?);
+            continue;
+        }
         let n: u64 = v
             .parse()
             .map_err(|_| format!("{a}: `{v}` is not a whole number"))?;
@@ -193,7 +201,18 @@ fn main() -> std::process::ExitCode {
     };
     let built = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let report = simulate(&sched, &Params::default());
+    let params = sh.profile.map_or(Params::default(), |p| p.params);
+    let torus = match sh.profile.and_then(|p| p.hop_latency) {
+        Some(hop) => match Torus::new(Torus::cube_for(sched.num_ranks()), hop, sched.num_ranks()) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("scale_cg: {e}");
+                return std::process::ExitCode::from(1);
+            }
+        },
+        None => None,
+    };
+    let report = simulate_on(&sched, &params, torus);
     let simulated = t1.elapsed().as_secs_f64();
     let rss = peak_rss();
     println!("| ranks | operations | events | build s | simulate s | events/s | peak RSS MB | bytes/op | predicted ms | deadlock |");
