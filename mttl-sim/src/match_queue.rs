@@ -7,7 +7,8 @@
 //! but an all-to-all of n ranks keeps n - 1 entries per queue and makes the
 //! whole run O(n³). So:
 //!
-//! 1. Entries sit in arrival order in `slots`; a taken entry leaves a hole
+//! 1. A queue of one entry keeps it inline (`lone`); from two on,
+//!    entries sit in arrival order in `slots`; a taken entry leaves a hole
 //!    (`None`), and holes at the front are dropped, each shifting `base`, the
 //!    arrival number of `slots[0]`. Arrival numbers are never reused.
 //! 2. While the queue is short (under [`INDEX_FROM`] entries, where a scan of contiguous
@@ -60,6 +61,10 @@ fn key(src: u32, tag: u32) -> u64 {
 
 #[derive(Debug, Default)]
 pub(crate) struct MatchQueue {
+    /// The entry of a queue holding just one, kept here so that the many
+    /// queues that never hold more (a tree's receives) need no allocation
+    /// and no second cache line; while it is set, `slots` is empty.
+    lone: Option<QueueEntry>,
     slots: VecDeque<Option<QueueEntry>>,
     /// Arrival number of `slots[0]`.
     base: u32,
@@ -95,6 +100,17 @@ impl Index {
 impl MatchQueue {
     /// Appends `e` (it arrived last).
     pub(crate) fn push(&mut self, e: QueueEntry) {
+        if self.slots.is_empty() && self.lone.is_none() {
+            self.lone = Some(e);
+            return;
+        }
+        if let Some(first) = self.lone.take() {
+            self.push_slot(first);
+        }
+        self.push_slot(e);
+    }
+
+    fn push_slot(&mut self, e: QueueEntry) {
         let at = self.base + self.slots.len() as u32;
         self.slots.push_back(Some(e));
         self.live += 1;
@@ -110,6 +126,13 @@ impl MatchQueue {
 
     /// Removes and returns the earliest entry matching (src, tag).
     pub(crate) fn take(&mut self, src: u32, tag: u32) -> Option<QueueEntry> {
+        if let Some(first) = self.lone {
+            let found = first.matches(src, tag);
+            if found {
+                self.lone = None;
+            }
+            return found.then_some(first);
+        }
         if self.live == 0 {
             return None;
         }
@@ -202,13 +225,13 @@ impl MatchQueue {
 
     /// The entries not taken, in arrival order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &QueueEntry> {
-        self.slots.iter().flatten()
+        self.lone.iter().chain(self.slots.iter().flatten())
     }
 
     /// Number of entries not taken.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.live as usize
+        self.live as usize + usize::from(self.lone.is_some())
     }
 }
 
