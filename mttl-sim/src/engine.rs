@@ -16,11 +16,13 @@
 //! 2. **send** on CPU c, NIC n: if `max(nexto[c], nextgs[n]) > t`, retry then.
 //!    Otherwise it starts: `nexto[c] = t + o + (s-1)·O`, `nextgs[n] = t + g +
 //!    (s-1)·G`, and a message event is created at `t + o + L` at the
-//!    receiver. An eager send (`s <= S`) is done now; a rendezvous send
-//!    (`s > S`) is done when a receive matches it.
+//!    receiver (later on a torus: [`crate::torus`]). An eager send
+//!    (`s <= S`) is done now; a rendezvous send (`s > S`) is done when a
+//!    receive matches it.
 //! 3. **recv**: starts at once (it needs no resource) and searches the
-//!    rank's unexpected queue in order for a matching message (source and
-//!    tag equal, or either side a wildcard). Found: the receive is done; if
+//!    rank's unexpected queue in order (indexed: `match_queue`) for a
+//!    matching message (source and tag equal, or either side a
+//!    wildcard). Found: the receive is done; if
 //!    the receive's size is above S, the sender's send is done too, and the
 //!    sender's CPU and NIC (the indices the receive names) are moved up to t.
 //!    Not found: it is appended to the posted-receive queue.
@@ -45,41 +47,12 @@
 use std::time::Instant;
 
 use crate::event_queue::{Event, EventKind, EventQueue};
-use crate::schedule::{OpId, OpKind, Schedule, ANY_SOURCE, ANY_TAG};
+use crate::match_queue::{MatchQueue, QueueEntry};
+use crate::params::{per_byte, Params};
+use crate::schedule::{OpId, OpKind, Schedule};
 use crate::tie_order::sort_by_key_like_gnu;
+use crate::torus::Torus;
 use crate::waiting::{Signature, Waiting};
-
-/// The LogGOPS parameters, in nanoseconds (per byte for `big_g`, `big_o`).
-///
-/// The defaults are the reference simulator's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Params {
-    /// Latency L of a message through the network.
-    pub l: u64,
-    /// CPU overhead o per message, paid by sender and receiver.
-    pub o: u64,
-    /// NIC gap g between messages.
-    pub g: u64,
-    /// NIC gap G per byte.
-    pub big_g: u64,
-    /// CPU overhead O per byte.
-    pub big_o: u64,
-    /// Largest eager message; larger ones use the rendezvous protocol.
-    pub s: u64,
-}
-
-impl Default for Params {
-    fn default() -> Self {
-        Params {
-            l: 2500,
-            o: 1500,
-            g: 1000,
-            big_g: 6,
-            big_o: 0,
-            s: 65535,
-        }
-    }
-}
 
 /// One rank's simulated times, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -132,33 +105,16 @@ pub struct Report {
     pub deadlock: Option<Deadlock>,
 }
 
-/// A posted receive or an unexpected message.
-#[derive(Clone, Copy, Debug)]
-struct QueueEntry {
-    src: u32,
-    tag: u32,
-    op: OpId,
-}
-
-#[inline]
-fn matches(src_a: u32, tag_a: u32, e: &QueueEntry) -> bool {
-    (src_a == ANY_SOURCE || e.src == ANY_SOURCE || e.src == src_a)
-        && (tag_a == ANY_TAG || e.tag == ANY_TAG || e.tag == tag_a)
-}
-
-/// Removes and returns the first entry of `q` matching (src, tag).
-#[inline]
-fn take_match(q: &mut Vec<QueueEntry>, src: u32, tag: u32) -> Option<QueueEntry> {
-    let i = q.iter().position(|e| matches(src, tag, e))?;
-    Some(q.remove(i))
-}
-
 const NOT_DONE: u8 = 0;
 const DONE: u8 = 1;
+/// A receive in its rank's posted queue (not done yet).
+const POSTED: u8 = 2;
 
 struct Engine<'a> {
     s: &'a Schedule,
     p: Params,
+    /// The topology, when messages travel on a torus.
+    torus: Option<Torus>,
     ncpus: usize,
     nnics: usize,
     heap: EventQueue,
@@ -168,11 +124,13 @@ struct Engine<'a> {
     /// Unsatisfied dependencies per operation.
     pending: Vec<u32>,
     done: Vec<u8>,
-    nexto: Vec<u64>,
-    nextgs: Vec<u64>,
-    nextgr: Vec<u64>,
-    posted: Vec<Vec<QueueEntry>>,
-    unexpected: Vec<Vec<QueueEntry>>,
+    /// Per rank, `stride` clocks side by side, so that an event touches one
+    /// cache line: `nexto` of each CPU, `nextgs` then `nextgr` of each NIC,
+    /// then the time spent computing and communicating.
+    clock: Vec<u64>,
+    stride: usize,
+    posted: Vec<MatchQueue>,
+    unexpected: Vec<MatchQueue>,
     /// Operations that became executable during the current event, in the
     /// order they did (all belong to ranks in `touched`).
     ready: Vec<OpId>,
@@ -180,16 +138,23 @@ struct Engine<'a> {
     batch: Vec<OpId>,
     /// Ranks to issue from after the current event (at most three).
     touched: Vec<u32>,
-    times: Vec<RankTimes>,
 }
 
 /// Simulates `s` under `p`.
 pub fn simulate(s: &Schedule, p: &Params) -> Report {
+    simulate_on(s, p, None)
+}
+
+/// Simulates `s` under `p`, with messages routed on `torus` if given (see
+/// [`crate::torus`]: their latency grows by the hops and the waits for
+/// shared links).
+pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
     let n = s.num_ranks();
     let (ncpus, nnics) = (s.ncpus(), s.nnics());
     let mut e = Engine {
         s,
         p: *p,
+        torus,
         ncpus,
         nnics,
         heap: EventQueue::with_capacity(n * 2),
@@ -197,15 +162,13 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
         seq: 0,
         pending: s.dep_counts().to_vec(),
         done: vec![NOT_DONE; s.num_ops()],
-        nexto: vec![0; n * ncpus],
-        nextgs: vec![0; n * nnics],
-        nextgr: vec![0; n * nnics],
-        posted: vec![Vec::new(); n],
-        unexpected: vec![Vec::new(); n],
+        clock: vec![0; n * (ncpus + 2 * nnics + 2)],
+        stride: ncpus + 2 * nnics + 2,
+        posted: (0..n).map(|_| MatchQueue::default()).collect(),
+        unexpected: (0..n).map(|_| MatchQueue::default()).collect(),
         ready: Vec::new(),
         batch: Vec::new(),
         touched: Vec::with_capacity(4),
-        times: vec![RankTimes::default(); n],
     };
     let start = Instant::now();
     for r in 0..n {
@@ -246,14 +209,28 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
 }
 
 impl Engine<'_> {
+    /// Index in `clock` of `nexto` of CPU `cpu` of `rank`.
     #[inline]
     fn cpu(&self, rank: u32, cpu: u8) -> usize {
-        rank as usize * self.ncpus + cpu as usize
+        rank as usize * self.stride + cpu as usize
     }
 
+    /// Index of `nextgs` (sending) of NIC `nic` of `rank`.
     #[inline]
-    fn nic(&self, rank: u32, nic: u8) -> usize {
-        rank as usize * self.nnics + nic as usize
+    fn nics(&self, rank: u32, nic: u8) -> usize {
+        rank as usize * self.stride + self.ncpus + nic as usize
+    }
+
+    /// Index of `nextgr` (receiving) of NIC `nic` of `rank`.
+    #[inline]
+    fn nicr(&self, rank: u32, nic: u8) -> usize {
+        rank as usize * self.stride + self.ncpus + self.nnics + nic as usize
+    }
+
+    /// Index of `rank`'s computing time; its communication time follows.
+    #[inline]
+    fn busy(&self, rank: u32) -> usize {
+        (rank as usize + 1) * self.stride - 2
     }
 
     /// Issues rank `r`'s newly executable operations (rule 5).
@@ -265,9 +242,9 @@ impl Engine<'_> {
         sort_by_key_like_gnu(&mut ready, |&id| s.op(id).kind);
         for &id in &ready {
             let op = s.op(id);
-            let c = self.nexto[self.cpu(r, op.cpu)];
+            let c = self.clock[self.cpu(r, op.cpu)];
             let time = match op.kind {
-                OpKind::Send => c.max(self.nextgs[self.nic(r, op.nic)]),
+                OpKind::Send => c.max(self.clock[self.nics(r, op.nic)]),
                 OpKind::Recv | OpKind::Calc => c,
             };
             self.heap.push(Event {
@@ -314,12 +291,12 @@ impl Engine<'_> {
         let op = self.s.op(ev.op);
         if ev.kind == EventKind::Msg {
             let h = op.peer;
-            return self.nexto[self.cpu(h, op.cpu)].max(self.nextgr[self.nic(h, op.nic)]);
+            return self.clock[self.cpu(h, op.cpu)].max(self.clock[self.nicr(h, op.nic)]);
         }
         let r = op.rank;
         match op.kind {
-            OpKind::Calc => self.nexto[self.cpu(r, op.cpu)],
-            OpKind::Send => self.nexto[self.cpu(r, op.cpu)].max(self.nextgs[self.nic(r, op.nic)]),
+            OpKind::Calc => self.clock[self.cpu(r, op.cpu)],
+            OpKind::Send => self.clock[self.cpu(r, op.cpu)].max(self.clock[self.nics(r, op.nic)]),
             OpKind::Recv => 0,
         }
     }
@@ -337,6 +314,28 @@ impl Engine<'_> {
         (u64::from(rank) << 24) | (class << 16) | (u64::from(op.cpu) << 8) | u64::from(nic)
     }
 
+    /// Whether the resources that keep `ev` waiting at `t` stay as they are
+    /// until `t` has passed, whatever else runs at `t`.
+    ///
+    /// An event changes a CPU or NIC clock only when it runs, which needs
+    /// that clock at or before `t` (a completed rendezvous only raises
+    /// clocks to `t`). So a busy clock stays put, and so does a free one
+    /// that no other kind of event can use while the busy one blocks it:
+    /// a computation needs one clock; a send's or message's NIC clock is
+    /// used only by events that also need a CPU of the same rank, which,
+    /// with one CPU per rank, is the busy one.
+    #[inline]
+    fn stays_busy(&self, ev: &Event, t: u64) -> bool {
+        let op = self.s.op(ev.op);
+        let (rank, nic_free_at) = match (ev.kind, op.kind) {
+            (EventKind::Msg, _) => (op.peer, self.clock[self.nicr(op.peer, op.nic)]),
+            (_, OpKind::Send) => (op.rank, self.clock[self.nics(op.rank, op.nic)]),
+            _ => return true,
+        };
+        let cpu_busy = self.clock[self.cpu(rank, op.cpu)] > t;
+        cpu_busy && (nic_free_at > t || self.ncpus == 1)
+    }
+
     /// A waiting group is due: its first member runs if its resources are
     /// free; otherwise the members due before anything else move on.
     fn run_waiting(&mut self, key: Event) {
@@ -350,7 +349,11 @@ impl Engine<'_> {
             }
             self.step(head);
         } else {
-            let next = self.heap.peek().copied();
+            let next = if self.stays_busy(&head, key.time) {
+                None
+            } else {
+                self.heap.peek().copied()
+            };
             for k in self
                 .waiting
                 .defer(g, free, next.as_ref())
@@ -369,9 +372,9 @@ impl Engine<'_> {
         self.completed(send);
         self.touched.push(src);
         let c = self.cpu(src, cpu);
-        let n = self.nic(src, nic);
-        self.nexto[c] = self.nexto[c].max(t);
-        self.nextgs[n] = self.nextgs[n].max(t);
+        let n = self.nics(src, nic);
+        self.clock[c] = self.clock[c].max(t);
+        self.clock[n] = self.clock[n].max(t);
     }
 
     fn step(&mut self, ev: Event) {
@@ -384,19 +387,17 @@ impl Engine<'_> {
             // Rule 4: the message of send `op` arrives at `op.peer`.
             let h = op.peer;
             let c = self.cpu(h, op.cpu);
-            let n = self.nic(h, op.nic);
+            let n = self.nicr(h, op.nic);
             let charge = p.o.wrapping_add(
-                bytes_less_one
-                    .wrapping_mul(p.big_o)
-                    .max(bytes_less_one.wrapping_mul(p.big_g)),
+                per_byte(bytes_less_one, p.big_o_ps).max(per_byte(bytes_less_one, p.big_g_ps)),
             );
-            self.nexto[c] = t.wrapping_add(charge);
-            self.nextgr[n] = t
+            self.clock[c] = t.wrapping_add(charge);
+            self.clock[n] = t
                 .wrapping_add(p.g)
-                .wrapping_add(bytes_less_one.wrapping_mul(p.big_g));
-            let tm = &mut self.times[h as usize];
-            tm.comm = tm.comm.wrapping_add(charge);
-            match take_match(&mut self.posted[h as usize], op.rank, op.tag) {
+                .wrapping_add(per_byte(bytes_less_one, p.big_g_ps));
+            let b = self.busy(h) + 1;
+            self.clock[b] = self.clock[b].wrapping_add(charge);
+            match self.posted[h as usize].take(op.rank, op.tag) {
                 Some(recv) => {
                     if op.size > p.s {
                         self.rendezvous_done(ev.op, op.cpu, op.nic, t);
@@ -416,27 +417,33 @@ impl Engine<'_> {
         match op.kind {
             OpKind::Calc => {
                 let c = self.cpu(r, op.cpu);
-                self.nexto[c] = t.wrapping_add(op.size);
-                let tm = &mut self.times[r as usize];
-                tm.compute = tm.compute.wrapping_add(op.size);
+                self.clock[c] = t.wrapping_add(op.size);
+                let b = self.busy(r);
+                self.clock[b] = self.clock[b].wrapping_add(op.size);
                 self.started(ev.op);
                 self.completed(ev.op);
                 self.touched.push(r);
             }
             OpKind::Send => {
                 let c = self.cpu(r, op.cpu);
-                let n = self.nic(r, op.nic);
+                let n = self.nics(r, op.nic);
                 self.started(ev.op);
                 self.touched.push(r);
-                let charge = p.o.wrapping_add(bytes_less_one.wrapping_mul(p.big_o));
-                self.nexto[c] = t.wrapping_add(charge);
-                self.nextgs[n] = t
+                let charge = p.o.wrapping_add(per_byte(bytes_less_one, p.big_o_ps));
+                self.clock[c] = t.wrapping_add(charge);
+                self.clock[n] = t
                     .wrapping_add(p.g)
-                    .wrapping_add(bytes_less_one.wrapping_mul(p.big_g));
-                let tm = &mut self.times[r as usize];
-                tm.comm = tm.comm.wrapping_add(charge);
+                    .wrapping_add(per_byte(bytes_less_one, p.big_g_ps));
+                let b = self.busy(r) + 1;
+                self.clock[b] = self.clock[b].wrapping_add(charge);
+                let inject = t.wrapping_add(p.o);
+                let mut arrive = inject.wrapping_add(p.l);
+                if let Some(torus) = &mut self.torus {
+                    let route = torus.route(r, op.peer, inject, op.size, p.big_g_ps);
+                    arrive = arrive.saturating_add(route);
+                }
                 self.heap.push(Event {
-                    time: t.wrapping_add(p.o).wrapping_add(p.l),
+                    time: arrive,
                     seq: self.seq,
                     op: ev.op,
                     kind: EventKind::Msg,
@@ -449,18 +456,21 @@ impl Engine<'_> {
             OpKind::Recv => {
                 self.started(ev.op);
                 self.touched.push(r);
-                match take_match(&mut self.unexpected[r as usize], op.peer, op.tag) {
+                match self.unexpected[r as usize].take(op.peer, op.tag) {
                     Some(msg) => {
                         if op.size > p.s {
                             self.rendezvous_done(msg.op, op.cpu, op.nic, t);
                         }
                         self.completed(ev.op);
                     }
-                    None => self.posted[r as usize].push(QueueEntry {
-                        src: op.peer,
-                        tag: op.tag,
-                        op: ev.op,
-                    }),
+                    None => {
+                        self.done[ev.op as usize] = POSTED;
+                        self.posted[r as usize].push(QueueEntry {
+                            src: op.peer,
+                            tag: op.tag,
+                            op: ev.op,
+                        });
+                    }
                 }
             }
         }
@@ -468,14 +478,19 @@ impl Engine<'_> {
 
     fn finish(self, seconds: f64) -> Report {
         let s = self.s;
-        let mut times = self.times;
+        let mut times = Vec::with_capacity(s.num_ranks());
         let mut max = (0u64, 0u32);
-        for (r, tm) in times.iter_mut().enumerate() {
-            let cpus = &self.nexto[r * self.ncpus..(r + 1) * self.ncpus];
-            tm.finish = cpus.iter().copied().max().unwrap_or(0);
-            tm.wait = tm.finish.saturating_sub(tm.compute.saturating_add(tm.comm));
-            if tm.finish > max.0 {
-                max = (tm.finish, r as u32);
+        for (r, clocks) in self.clock.chunks_exact(self.stride).enumerate() {
+            let finish = clocks[..self.ncpus].iter().copied().max().unwrap_or(0);
+            let (compute, comm) = (clocks[self.stride - 2], clocks[self.stride - 1]);
+            times.push(RankTimes {
+                finish,
+                compute,
+                comm,
+                wait: finish.saturating_sub(compute.saturating_add(comm)),
+            });
+            if finish > max.0 {
+                max = (finish, r as u32);
             }
         }
         let mut blocked = Vec::new();
@@ -489,12 +504,9 @@ impl Engine<'_> {
                     .iter()
                     .map(|e| Blocked::UnreceivedMessage(e.op)),
             );
-            let posted = &self.posted[r];
             list.extend(
                 s.rank_ops(r)
-                    .filter(|&id| {
-                        self.done[id as usize] == NOT_DONE && !posted.iter().any(|e| e.op == id)
-                    })
+                    .filter(|&id| self.done[id as usize] == NOT_DONE)
                     .map(Blocked::NotDone),
             );
             if !list.is_empty() {

@@ -21,17 +21,26 @@
 //!
 //! Layout: [`schedule`] is the in-memory schedule every [`input`] format
 //! builds; [`engine`] runs it on an `event_queue`, with `waiting` holding
-//! the events whose resources are busy; `tie_order` reproduces the reference's issue
-//! order among simultaneous operations.
+//! the events whose resources are busy and `match_queue` the posted and
+//! unexpected queues; `tie_order` reproduces the reference's issue
+//! order among simultaneous operations. Beyond LogGOPS, [`params`] holds
+//! named network profiles, [`fit`] fits parameters to a `mttl-bench comm`
+//! result and [`torus`] routes messages on a torus with shared links.
 
 pub mod engine;
 pub mod error;
 mod event_queue;
+pub mod fit;
 pub mod input;
+mod match_queue;
+pub mod params;
 pub mod schedule;
 mod tie_order;
+pub mod torus;
 mod waiting;
 
-pub use engine::{simulate, Blocked, Deadlock, Params, RankTimes, Report};
+pub use engine::{simulate, simulate_on, Blocked, Deadlock, RankTimes, Report};
 pub use error::{InputError, SimError};
+pub use params::{Params, Profile};
 pub use schedule::{DepKind, NewOp, Op, OpId, OpKind, Schedule, ScheduleBuilder};
+pub use torus::Torus;

@@ -22,7 +22,13 @@
 //!    any other queued event — those before the queue's next key — fails the
 //!    same way, as nothing changes in between; they move together to the
 //!    free time (the whole group when nothing else is queued at this time).
-//!    The others keep their place.
+//!    The others keep their place — unless the engine knows that nothing
+//!    running at this time can change the clocks the group waits for (a
+//!    busy clock stays busy; see `Engine::stays_busy`): then every member
+//!    would fail the same way whenever it is tried, and the whole group
+//!    moves. Without that, groups of an all-to-all, whose members
+//!    interleave with other ranks' in sequence order, would split into
+//!    single events, each retried at every free time: O(k²) again.
 //!
 //! The engine then sees the same events at the same times in the same order
 //! as with one retry per event; only failed attempts are skipped.
@@ -124,7 +130,8 @@ impl Waiting {
     }
 
     /// Rule 4: group `g`, due at its time, found its resources busy until
-    /// `free`; `next` is the queue's next key. Returns the queue entries to
+    /// `free`; `next` is the queue's next key, or `None` when the whole
+    /// group is known to fail alike. Returns the queue entries to
     /// push (one or two).
     pub(crate) fn defer(&mut self, g: u32, free: u64, next: Option<&Event>) -> [Option<Event>; 2] {
         let (time, sig) = {

@@ -13,8 +13,8 @@ const P: Params = Params {
     l: 100,
     o: 10,
     g: 20,
-    big_g: 2,
-    big_o: 1,
+    big_g_ps: 2000,
+    big_o_ps: 1000,
     s: 64,
 };
 
@@ -132,7 +132,7 @@ fn gaps_space_back_to_back_sends() {
     // With G = 0 and g = 5 the CPU limits instead: sends at 0, 17, 34 (CPU to
     // 51); arrivals 110, 127, 144, each handled for 10 + 7 = 17: 161.
     let p = Params {
-        big_g: 0,
+        big_g_ps: 0,
         g: 5,
         ..P
     };
@@ -226,4 +226,103 @@ fn many_sends_wait_their_turn() {
     let r = run(&text, P);
     assert_eq!(finish(&r), vec![1343, 1460]);
     assert_eq!(r.events, 120);
+}
+
+#[test]
+fn time_is_split_into_compute_comm_and_wait() {
+    // Rank 0 sends (CPU 17 of comm) then computes 40. Rank 1 waits for the
+    // message (arrives at 110), handles it (24 of comm), computes 50.
+    let text = "num_ranks 2\nrank 0 {\ns: send 8b to 1\nc: calc 40\nc requires s\n}\n\
+                rank 1 {\nr: recv 8b from 0\nc: calc 50\nc requires r\n}\n";
+    let r = run(text, P);
+    let t: Vec<(u64, u64, u64, u64)> = r
+        .ranks
+        .iter()
+        .map(|t| (t.finish, t.compute, t.comm, t.wait))
+        .collect();
+    assert_eq!(t, vec![(57, 40, 17, 0), (184, 50, 24, 110)]);
+    assert_eq!(r.max, (184, 1));
+}
+
+#[test]
+fn torus_adds_hops_and_shares_links() {
+    use mttl_sim::{simulate_on, Torus};
+    // A ring of 4, 10 ns per hop. Ranks 0 and 1 both send 8 bytes to rank
+    // 2 at time 0 (o = 10: they enter the network at 10). Rank 0's message
+    // takes links 0->1 and 1->2: enters them at 10 and 20 (each busy
+    // 8·G = 16 ns), reaches rank 2 at 30: arrival 10 + L + 20 = 130.
+    // Rank 1's message needs link 1->2, busy until 36: enters it then,
+    // arrives 10 + L + 36 = 146. Rank 2 handles the first at 130 (CPU to
+    // 154, NIC to 164), the second when its NIC is free: 164 + 24 = 188.
+    let text = "num_ranks 4\nrank 0 {\nsend 8b to 2\n}\nrank 1 {\nsend 8b to 2\n}\n\
+                rank 2 {\nrecv 8b from 0\nrecv 8b from 1\n}\nrank 3 {\n}\n";
+    let sched = input::goal::parse("t.goal".as_ref(), text.as_bytes()).unwrap();
+    let torus = Torus::new(vec![4], 10, 4).unwrap();
+    let r = simulate_on(&sched, &P, Some(torus));
+    assert_eq!(finish(&r), vec![17, 17, 188, 0]);
+    // Without the torus both arrive at 110: handled at 110 and 144.
+    assert_eq!(finish(&simulate(&sched, &P)), vec![17, 17, 168, 0]);
+}
+
+#[test]
+fn an_unmatched_rendezvous_blocks_the_sender_and_its_dependents() {
+    // 100 bytes > S = 64: the send waits for a matching receive, which
+    // asks for another tag; the calc after the send can never start.
+    let text = "num_ranks 2\nrank 0 {\ns: send 100b to 1 tag 1\nc: calc 5\nc requires s\n}\n\
+                rank 1 {\nr: recv 100b from 0 tag 2\n}\n";
+    let d = run(text, P).deadlock.expect("a deadlock");
+    assert_eq!(
+        d.ranks,
+        vec![
+            (0, vec![Blocked::NotDone(0), Blocked::NotDone(1)]),
+            (
+                1,
+                vec![Blocked::UnmatchedRecv(2), Blocked::UnreceivedMessage(0)]
+            ),
+        ]
+    );
+}
+
+#[test]
+fn long_queues_match_in_order_with_wildcards() {
+    // 100 messages of distinct tags, sent one after the other, reach rank 1
+    // while its first receive waits for tag 99, so its unexpected queue
+    // grows long enough to be indexed. It receives tag 99
+    // first, then a wildcard (the earliest message left: tag 0), then the
+    // others by tag; `extra` adds a receive for tag 0 that nothing matches.
+    let schedule = |extra: bool| {
+        let mut r0 = String::from("s0: send 8b to 1 tag 0\n");
+        for tag in 1..100 {
+            r0.push_str(&format!(
+                "s{tag}: send 8b to 1 tag {tag}\ns{tag} requires s{}\n",
+                tag - 1
+            ));
+        }
+        let mut r1 = String::from("c: calc 10000\nf: recv 8b from 0 tag 99\nf requires c\n");
+        r1.push_str("w: recv 8b from -1 tag -1\nw requires f\n");
+        let mut prev = "w".to_string();
+        for tag in 1..99 {
+            r1.push_str(&format!(
+                "t{tag}: recv 8b from 0 tag {tag}\nt{tag} requires {prev}\n"
+            ));
+            prev = format!("t{tag}");
+        }
+        if extra {
+            r1.push_str(&format!("z: recv 8b from 0 tag 0\nz requires {prev}\n"));
+        }
+        format!("num_ranks 2\nrank 0 {{\n{r0}}}\nrank 1 {{\n{r1}}}\n")
+    };
+    let r = run(&schedule(false), P);
+    assert!(r.deadlock.is_none(), "{:?}", r.deadlock);
+    // The messages leave 34 ns apart (g + 7·G) and arrive from 110 on, but
+    // rank 1's CPU computes until 10,000: from then on they are handled 34
+    // ns apart (its NIC's gap; the CPU needs 24), piling up in the
+    // unexpected queue as the receives wait for tag 99, the last:
+    // 10,000 + 99·34 + 24.
+    assert_eq!(r.ranks[1].finish, 13_390);
+    let d = run(&schedule(true), P)
+        .deadlock
+        .expect("one receive too many");
+    let z = 100 + 3 + 98;
+    assert_eq!(d.ranks, vec![(1, vec![Blocked::UnmatchedRecv(z)])]);
 }

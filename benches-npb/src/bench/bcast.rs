@@ -185,8 +185,12 @@ pub fn run(args: BcastArgs) -> Result<(), BenchError> {
                     pattern,
                     work: work_us * 1e-6,
                     note: format!(
-                        "{} B, LogGOPS L={} o={} g={} G={} ns",
-                        args.bytes, params.l, params.o, params.g, params.big_g
+                        "{} B, LogGOPS L={} o={} g={} ns, G={} ns/B",
+                        args.bytes,
+                        params.l,
+                        params.o,
+                        params.g,
+                        params.big_g_ps as f64 / 1000.0
                     ),
                     series,
                 });

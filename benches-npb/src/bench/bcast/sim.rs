@@ -55,7 +55,7 @@ pub(super) fn series(
     } = *plan;
     let total = pattern.series_calls(calls);
     let ns = 1e-9;
-    let send_cost = (2 * params.o + params.l + params.big_g * bytes) as f64 * ns;
+    let send_cost = (2 * params.o + params.l + params.big_g_ps * bytes / 1000) as f64 * ns;
     let ideal = |stage: Pattern| -> Result<AdaptiveModel, BenchError> {
         let arrival: Vec<f64> = stage.works(n, seed).iter().map(|w| w * work).collect();
         AdaptiveModel::fixed(n, 0, &ideal_table(&arrival, send_cost, IDEAL_SEARCH_MAX))
@@ -161,7 +161,7 @@ fn arrival_goal(entry: &[u64], bytes: u64, p: &Params) -> String {
         let end = next + pending[next..].partition_point(|&r| notice(r) <= t);
         let batch = pending[next..end].to_vec();
         let sends = u64::from((batch.len() + 1).next_power_of_two().trailing_zeros());
-        t += batch.len() as u64 * p.o + sends * (p.o + p.big_g * bytes).max(p.g);
+        t += batch.len() as u64 * p.o + sends * (p.o + p.big_g_ps * bytes / 1000).max(p.g);
         batches.push(batch);
         next = end;
     }
