@@ -7,18 +7,9 @@
 
 mod support;
 
-use support::{bandwidth_met, check_until_bandwidth_met, lab_namespaces, netlab, take_lab, text};
-
-/// The lab every test brings up: two hosts on 100Base-T through the wire.
-const TWO_HOSTS: [&str; 7] = [
-    "up",
-    "--hosts",
-    "2",
-    "--profile",
-    "100base-t",
-    "--wire",
-    "user",
-];
+use support::{
+    bandwidth_met, check_until_bandwidth_met, lab_namespaces, netlab, take_lab, text, TWO_HOSTS,
+};
 
 fn up_two_hosts() -> std::process::Output {
     let out = netlab(&TWO_HOSTS);
@@ -76,15 +67,7 @@ fn down_cleans_up_after_a_killed_wire() {
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     std::thread::sleep(std::time::Duration::from_millis(100));
     let status = netlab(&["status"]);
-    let refused = netlab(&[
-        "up",
-        "--hosts",
-        "2",
-        "--profile",
-        "100base-t",
-        "--wire",
-        "user",
-    ]);
+    let refused = netlab(&TWO_HOSTS);
     down_leaves_nothing();
     assert!(text(&status).contains("NOT RUNNING"), "{}", text(&status));
     assert!(

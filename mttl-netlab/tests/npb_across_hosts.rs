@@ -23,7 +23,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use support::{bandwidth_met, check_until_bandwidth_met, netlab, output_within, take_lab, text};
+use support::{
+    bandwidth_met, check_until_bandwidth_met, netlab, output_within, take_lab, text, TWO_HOSTS,
+};
 
 /// How long one CG class S job may take across the lab (it takes 1-3 s in
 /// a release build, ~10 s unoptimised, on a loaded 2-core machine).
@@ -119,15 +121,7 @@ fn cg_s_across_hosts(dir: &std::path::Path, backend: &str) {
 fn cg_class_s_verifies_across_two_lab_hosts_on_both_backends() {
     let dir = built_programs();
     let _lab = take_lab();
-    let up = netlab(&[
-        "up",
-        "--hosts",
-        "2",
-        "--profile",
-        "100base-t",
-        "--wire",
-        "user",
-    ]);
+    let up = netlab(&TWO_HOSTS);
     assert!(up.status.success(), "{}", text(&up));
     let checks = check_until_bandwidth_met();
     let last = checks.last().expect("one check at least");

@@ -136,3 +136,14 @@ pub(crate) fn output_within(command: &mut Command, limit: Duration) -> Output {
         stderr: stderr.join().unwrap_or_default(),
     }
 }
+
+/// The lab every test brings up: two hosts on 100Base-T through the wire.
+pub(crate) const TWO_HOSTS: [&str; 7] = [
+    "up",
+    "--hosts",
+    "2",
+    "--profile",
+    "100base-t",
+    "--wire",
+    "user",
+];
