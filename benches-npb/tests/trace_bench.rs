@@ -102,11 +102,12 @@ fn quick_table_has_every_column_and_reconstructed_times() {
             let r = run["reconstructed_seconds"]
                 .as_f64()
                 .unwrap_or_else(|| panic!("{name} {key}: no reconstructed time: {run}"));
-            // Reconstruction only removes time, and not all of it.
-            assert!(
-                r > 0.0 && r <= seconds * 1.001 + 1e-4,
-                "{name} {key}: {run}"
-            );
+            // Reconstruction only removes time, and not all of it. R is
+            // the trace's region on rank 0's clock, `seconds` the
+            // program's own timer, read a little inside the region: on a
+            // run of a few ms (matmul, --quick) R may exceed it by a
+            // fraction of a millisecond (0.11 ms seen in CI).
+            assert!(r > 0.0 && r <= seconds * 1.01 + 1e-3, "{name} {key}: {run}");
             if key.starts_with("T1") || key == "T" {
                 assert_eq!(run["violations"], 0, "{name} {key}: {run}");
             }
