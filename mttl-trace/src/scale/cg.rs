@@ -21,9 +21,9 @@
 use mttl_kernels::cg_grid::CgGrid;
 use mttl_kernels::class::{Class, CG_ITMAX};
 
-use super::runtime::{varint_len, wire, Emitter};
+use super::runtime::{first_reply_to_rank0, varint_len, wire, Emitter};
 use super::Step;
-use crate::ti::{TiOp, TiTrace};
+use crate::ti::TiTrace;
 
 /// CG's skeleton for one class, with what it learned.
 #[derive(Debug, Clone)]
@@ -45,24 +45,14 @@ impl Cg {
             .parse()
             .map_err(|e| format!("--class: {e}"))?;
         let p = class.cg();
-        let ptr_rest = match real.ranks.get(1) {
-            None => 0,
-            Some(ops) => {
-                let reply = ops.iter().find_map(|op| match *op {
-                    TiOp::Send {
-                        peer: 0,
-                        bytes,
-                        tag: wire::CELL_WRITE,
-                    } => Some(bytes),
-                    _ => None,
-                });
-                let bytes = reply.ok_or("rank 1 never replies to rank 0 (to `cg_init`)")?;
-                bytes
-                    .checked_sub(wire::CELL_WRITE_HEADER + F64 + varint_len(1))
-                    .ok_or_else(|| {
-                        format!("rank 1's reply to `cg_init` has {bytes} bytes, too few")
-                    })?
-            }
+        let ptr_rest = if real.ranks.len() < 2 {
+            0
+        } else {
+            let bytes = first_reply_to_rank0(real)
+                .ok_or("rank 1 never replies to rank 0 (to `cg_init`)")?;
+            bytes
+                .checked_sub(wire::CELL_WRITE_HEADER + F64 + varint_len(1))
+                .ok_or_else(|| format!("rank 1's reply to `cg_init` has {bytes} bytes, too few"))?
         };
         Ok(Cg {
             na: p.na,

@@ -16,7 +16,7 @@
 //! FIFO stream), which is what [`super::streams`] compares.
 
 use super::Step;
-use crate::ti::TiOp;
+use crate::ti::{TiOp, TiTrace};
 
 /// Message kinds (tags) and header lengths of the runtime's wire format.
 pub(crate) mod wire {
@@ -242,6 +242,20 @@ impl Emitter {
             self.send(0, 0, wire::EXIT_ACK);
         }
     }
+}
+
+/// The bytes of rank 1's first reply to rank 0 (a `CELL_WRITE`: the reply
+/// to the kernel's set-up call), from which a skeleton learns the size of a
+/// global pointer; `None` when the trace has no rank 1 or it never replies.
+pub(crate) fn first_reply_to_rank0(real: &TiTrace) -> Option<u64> {
+    real.ranks.get(1)?.iter().find_map(|op| match *op {
+        TiOp::Send {
+            peer: 0,
+            bytes,
+            tag: wire::CELL_WRITE,
+        } => Some(bytes),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

@@ -13,9 +13,9 @@
 
 use mttl_kernels::stencil::{neighbours, CELLS, STEPS};
 
-use super::runtime::{varint_len, wire, Emitter};
+use super::runtime::{first_reply_to_rank0, varint_len, wire, Emitter};
 use super::Step;
-use crate::ti::{TiOp, TiTrace};
+use crate::ti::TiTrace;
 
 /// The stencil's skeleton, with what it learned.
 #[derive(Debug, Clone)]
@@ -30,16 +30,7 @@ impl Stencil {
     /// Learns the size of a global pointer from rank 1's reply to `setup`
     /// (the first message it sends rank 0).
     pub(crate) fn learn(real: &TiTrace) -> Result<Stencil, String> {
-        let reply = real.ranks.get(1).and_then(|ops| {
-            ops.iter().find_map(|op| match *op {
-                TiOp::Send {
-                    peer: 0,
-                    bytes,
-                    tag: wire::CELL_WRITE,
-                } => Some(bytes),
-                _ => None,
-            })
-        });
+        let reply = first_reply_to_rank0(real);
         let Some(bytes) = reply else {
             return Err(
                 "needs a trace of at least 2 ranks in which rank 1 replies to rank 0 \
