@@ -8,8 +8,8 @@
 //! 3. Run what a user runs, each with a deadline: `srun --mpi=pmix -n 2` NPB
 //!    CG and IS class S on the MPI backend (to verification, the backend
 //!    chosen from srun's environment without flags); an example on 4 ranks
-//!    with `--overcommit` on 2 CPUs; the README's `sbatch` and `salloc`
-//!    examples (`srun` and `mpirun` inside the allocation); and `srun -n 2` with the site's default plugin (`none`),
+//!    with `--overcommit` on 2 CPUs; a batch script (`sbatch`) and an allocation (`salloc`),
+//!    with `srun` and `mpirun` inside the allocation; and `srun -n 2` with the site's default plugin (`none`),
 //!    which must fail quickly with mttl's message naming `--mpi=pmix`.
 //! 4. Stop the daemons (also when a step failed: the cluster's `Drop`).
 //!
@@ -282,7 +282,7 @@ fn slurm_launches_mttl_jobs() {
         );
     }
 
-    // The README's batch script and allocation.
+    // A batch script and an allocation, as the README suggests.
     let script = cluster.dir.join("cg.sbatch");
     std::fs::write(
         &script,
