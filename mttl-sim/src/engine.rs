@@ -49,7 +49,7 @@ use std::time::Instant;
 use crate::event_queue::{Event, EventKind, EventQueue};
 use crate::match_queue::{MatchQueue, QueueEntry};
 use crate::params::{per_byte, Params};
-use crate::schedule::{OpId, OpKind, Schedule};
+use crate::schedule::{DepKind, OpId, OpKind, Schedule};
 use crate::tie_order::sort_by_key_like_gnu;
 use crate::torus::Torus;
 use crate::waiting::{Signature, Waiting};
@@ -121,7 +121,8 @@ struct Engine<'a> {
     /// Events whose resources were busy (the retries of rules 1, 2 and 4).
     waiting: Waiting,
     seq: u64,
-    /// Unsatisfied dependencies per operation.
+    /// Unsatisfied dependencies per operation (empty for a chain, whose
+    /// operations have one prerequisite at most).
     pending: Vec<u32>,
     done: Vec<u8>,
     /// Per rank, `stride` clocks side by side, so that an event touches one
@@ -160,7 +161,9 @@ pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
         heap: EventQueue::with_capacity(n * 2),
         waiting: Waiting::default(),
         seq: 0,
-        pending: s.dep_counts().to_vec(),
+        pending: s
+            .rows()
+            .map_or_else(Vec::new, |rows| rows.dep_count.clone()),
         done: vec![NOT_DONE; s.num_ops()],
         clock: vec![0; n * (ncpus + 2 * nnics + 2)],
         stride: ncpus + 2 * nnics + 2,
@@ -173,7 +176,7 @@ pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
     let start = Instant::now();
     for r in 0..n {
         for id in s.rank_ops(r) {
-            if e.pending[id as usize] == 0 {
+            if s.initially_ready(id) {
                 e.ready.push(id);
             }
         }
@@ -260,16 +263,34 @@ impl Engine<'_> {
 
     fn started(&mut self, id: OpId) {
         let s = self.s;
-        for &d in s.start_dependents(id) {
-            self.release(d);
+        match s.rows() {
+            Some(rows) => {
+                for &d in rows.start_dependents(id) {
+                    self.release(d);
+                }
+            }
+            None => {
+                if s.op(id).next == Some(DepKind::IRequires) {
+                    self.ready.push(id + 1);
+                }
+            }
         }
     }
 
     fn completed(&mut self, id: OpId) {
         self.done[id as usize] = DONE;
         let s = self.s;
-        for &d in s.done_dependents(id) {
-            self.release(d);
+        match s.rows() {
+            Some(rows) => {
+                for &d in rows.done_dependents(id) {
+                    self.release(d);
+                }
+            }
+            None => {
+                if s.op(id).next == Some(DepKind::Requires) {
+                    self.ready.push(id + 1);
+                }
+            }
         }
     }
 

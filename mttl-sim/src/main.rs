@@ -200,11 +200,16 @@ fn main() -> ExitCode {
 
 fn describe(s: &Schedule, b: &Blocked) -> String {
     match *b {
-        Blocked::UnmatchedRecv(id) => format!("{}: posted, no message matches it", s.op(id)),
-        Blocked::UnreceivedMessage(id) => {
-            format!("message of {}: arrived, no receive takes it", s.op(id))
+        Blocked::UnmatchedRecv(id) => {
+            format!("{}: posted, no message matches it", s.describe(id))
         }
-        Blocked::NotDone(id) => format!("{}: never completed", s.op(id)),
+        Blocked::UnreceivedMessage(id) => {
+            format!(
+                "message of {}: arrived, no receive takes it",
+                s.describe(id)
+            )
+        }
+        Blocked::NotDone(id) => format!("{}: never completed", s.describe(id)),
     }
 }
 
