@@ -51,8 +51,10 @@ use crate::match_queue::{MatchQueue, QueueEntry};
 use crate::params::{per_byte, Params};
 use crate::schedule::{DepKind, OpId, OpKind, Schedule};
 use crate::tie_order::sort_by_key_like_gnu;
+use crate::timeline::{Slice, SliceKind, Timeline};
 use crate::torus::Torus;
 use crate::waiting::{Signature, Waiting};
+use rustc_hash::FxHashMap;
 
 /// One rank's simulated times, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -139,6 +141,19 @@ struct Engine<'a> {
     batch: Vec<OpId>,
     /// Ranks to issue from after the current event (at most three).
     touched: Vec<u32>,
+    /// What happened, when the caller asked for a timeline.
+    rec: Option<Box<Recorder>>,
+}
+
+/// The timeline being recorded, and the starts of what may turn into
+/// waits.
+#[derive(Debug, Default)]
+struct Recorder {
+    timeline: Timeline,
+    /// Posted receives: when they were posted.
+    posted: FxHashMap<OpId, u64>,
+    /// Rendezvous sends: when they started.
+    rendezvous: FxHashMap<OpId, u64>,
 }
 
 /// Simulates `s` under `p`.
@@ -150,6 +165,17 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
 /// [`crate::torus`]: their latency grows by the hops and the waits for
 /// shared links).
 pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
+    run(s, p, torus, false).0
+}
+
+/// Simulates like [`simulate_on`] and records the run's [`Timeline`] (for
+/// `--perfetto`; memory grows by about 40 bytes per operation).
+pub fn simulate_traced(s: &Schedule, p: &Params, torus: Option<Torus>) -> (Report, Timeline) {
+    let (report, timeline) = run(s, p, torus, true);
+    (report, timeline.unwrap_or_default())
+}
+
+fn run(s: &Schedule, p: &Params, torus: Option<Torus>, record: bool) -> (Report, Option<Timeline>) {
     let n = s.num_ranks();
     let (ncpus, nnics) = (s.ncpus(), s.nnics());
     let mut e = Engine {
@@ -172,6 +198,7 @@ pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
         ready: Vec::new(),
         batch: Vec::new(),
         touched: Vec::with_capacity(4),
+        rec: record.then(Box::default),
     };
     let start = Instant::now();
     for r in 0..n {
@@ -208,7 +235,8 @@ pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
         e.ready.clear();
     }
     let seconds = start.elapsed().as_secs_f64();
-    e.finish(seconds)
+    let timeline = e.rec.take().map(|r| r.timeline);
+    (e.finish(seconds), timeline)
 }
 
 impl Engine<'_> {
@@ -234,6 +262,37 @@ impl Engine<'_> {
     #[inline]
     fn busy(&self, rank: u32) -> usize {
         (rank as usize + 1) * self.stride - 2
+    }
+
+    /// Records a slice, when recording.
+    #[inline]
+    fn slice(&mut self, rank: u32, cpu: u8, kind: SliceKind, begin: u64, end: u64, op: OpId) {
+        if let Some(rec) = &mut self.rec {
+            rec.timeline.slices.push(Slice {
+                rank,
+                cpu,
+                kind,
+                begin,
+                end,
+                op,
+            });
+        }
+    }
+
+    /// Records the end of a wait that began when `op` was posted (a
+    /// receive) or started (a rendezvous send), when recording.
+    #[inline]
+    fn wait_ends(&mut self, op: OpId, kind: SliceKind, end: u64) {
+        if let Some(rec) = &mut self.rec {
+            let began = match kind {
+                SliceKind::Rendezvous => rec.rendezvous.remove(&op),
+                _ => rec.posted.remove(&op),
+            };
+            if let Some(begin) = began {
+                let rank = self.s.op(op).rank;
+                self.slice(rank, 0, kind, begin, end, op);
+            }
+        }
     }
 
     /// Issues rank `r`'s newly executable operations (rule 5).
@@ -389,6 +448,7 @@ impl Engine<'_> {
     /// The rendezvous sender `send` is done at `t`: its CPU `cpu` and NIC
     /// `nic` cannot be free earlier than that.
     fn rendezvous_done(&mut self, send: OpId, cpu: u8, nic: u8, t: u64) {
+        self.wait_ends(send, SliceKind::Rendezvous, t);
         let src = self.s.op(send).rank;
         self.completed(send);
         self.touched.push(src);
@@ -418,8 +478,10 @@ impl Engine<'_> {
                 .wrapping_add(per_byte(bytes_less_one, p.big_g_ps));
             let b = self.busy(h) + 1;
             self.clock[b] = self.clock[b].wrapping_add(charge);
+            self.slice(h, op.cpu, SliceKind::Recv, t, t.wrapping_add(charge), ev.op);
             match self.posted[h as usize].take(op.rank, op.tag) {
                 Some(recv) => {
+                    self.wait_ends(recv.op, SliceKind::Wait, t);
                     if op.size > p.s {
                         self.rendezvous_done(ev.op, op.cpu, op.nic, t);
                     }
@@ -441,6 +503,14 @@ impl Engine<'_> {
                 self.clock[c] = t.wrapping_add(op.size);
                 let b = self.busy(r);
                 self.clock[b] = self.clock[b].wrapping_add(op.size);
+                self.slice(
+                    r,
+                    op.cpu,
+                    SliceKind::Calc,
+                    t,
+                    t.wrapping_add(op.size),
+                    ev.op,
+                );
                 self.started(ev.op);
                 self.completed(ev.op);
                 self.touched.push(r);
@@ -457,6 +527,12 @@ impl Engine<'_> {
                     .wrapping_add(per_byte(bytes_less_one, p.big_g_ps));
                 let b = self.busy(r) + 1;
                 self.clock[b] = self.clock[b].wrapping_add(charge);
+                self.slice(r, op.cpu, SliceKind::Send, t, t.wrapping_add(charge), ev.op);
+                if op.size > p.s {
+                    if let Some(rec) = &mut self.rec {
+                        rec.rendezvous.insert(ev.op, t);
+                    }
+                }
                 let inject = t.wrapping_add(p.o);
                 let mut arrive = inject.wrapping_add(p.l);
                 if let Some(torus) = &mut self.torus {
@@ -485,6 +561,9 @@ impl Engine<'_> {
                         self.completed(ev.op);
                     }
                     None => {
+                        if let Some(rec) = &mut self.rec {
+                            rec.posted.insert(ev.op, t);
+                        }
                         self.done[ev.op as usize] = POSTED;
                         self.posted[r as usize].push(QueueEntry {
                             src: op.peer,
