@@ -135,6 +135,14 @@ pub(crate) struct Rows {
 }
 
 impl Rows {
+    /// Brings the row heads of `id` into the cache ([`crate::engine`]'s
+    /// look-ahead).
+    #[inline]
+    pub(crate) fn prefetch(&self, id: OpId) {
+        crate::engine::prefetch(&self.done_row[id as usize]);
+        crate::engine::prefetch(&self.start_row[id as usize]);
+    }
+
     /// Operations that wait for `id` to be done, in input order.
     #[inline]
     pub(crate) fn done_dependents(&self, id: OpId) -> &[OpId] {
