@@ -49,10 +49,12 @@ use std::time::Instant;
 use crate::event_queue::{Event, EventKind, EventQueue};
 use crate::match_queue::{MatchQueue, QueueEntry};
 use crate::params::{per_byte, Params};
-use crate::schedule::{OpId, OpKind, Schedule};
+use crate::schedule::{DepKind, OpId, OpKind, Schedule};
 use crate::tie_order::sort_by_key_like_gnu;
+use crate::timeline::{Slice, SliceKind, Timeline};
 use crate::torus::Torus;
 use crate::waiting::{Signature, Waiting};
+use rustc_hash::FxHashMap;
 
 /// One rank's simulated times, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -121,7 +123,8 @@ struct Engine<'a> {
     /// Events whose resources were busy (the retries of rules 1, 2 and 4).
     waiting: Waiting,
     seq: u64,
-    /// Unsatisfied dependencies per operation.
+    /// Unsatisfied dependencies per operation (empty for a chain, whose
+    /// operations have one prerequisite at most).
     pending: Vec<u32>,
     done: Vec<u8>,
     /// Per rank, `stride` clocks side by side, so that an event touches one
@@ -138,6 +141,19 @@ struct Engine<'a> {
     batch: Vec<OpId>,
     /// Ranks to issue from after the current event (at most three).
     touched: Vec<u32>,
+    /// What happened, when the caller asked for a timeline.
+    rec: Option<Box<Recorder>>,
+}
+
+/// The timeline being recorded, and the starts of what may turn into
+/// waits.
+#[derive(Debug, Default)]
+struct Recorder {
+    timeline: Timeline,
+    /// Posted receives: when they were posted.
+    posted: FxHashMap<OpId, u64>,
+    /// Rendezvous sends: when they started.
+    rendezvous: FxHashMap<OpId, u64>,
 }
 
 /// Simulates `s` under `p`.
@@ -149,6 +165,17 @@ pub fn simulate(s: &Schedule, p: &Params) -> Report {
 /// [`crate::torus`]: their latency grows by the hops and the waits for
 /// shared links).
 pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
+    run(s, p, torus, false).0
+}
+
+/// Simulates like [`simulate_on`] and records the run's [`Timeline`] (for
+/// `--perfetto`; memory grows by about 40 bytes per operation).
+pub fn simulate_traced(s: &Schedule, p: &Params, torus: Option<Torus>) -> (Report, Timeline) {
+    let (report, timeline) = run(s, p, torus, true);
+    (report, timeline.unwrap_or_default())
+}
+
+fn run(s: &Schedule, p: &Params, torus: Option<Torus>, record: bool) -> (Report, Option<Timeline>) {
     let n = s.num_ranks();
     let (ncpus, nnics) = (s.ncpus(), s.nnics());
     let mut e = Engine {
@@ -160,7 +187,9 @@ pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
         heap: EventQueue::with_capacity(n * 2),
         waiting: Waiting::default(),
         seq: 0,
-        pending: s.dep_counts().to_vec(),
+        pending: s
+            .rows()
+            .map_or_else(Vec::new, |rows| rows.dep_count.clone()),
         done: vec![NOT_DONE; s.num_ops()],
         clock: vec![0; n * (ncpus + 2 * nnics + 2)],
         stride: ncpus + 2 * nnics + 2,
@@ -169,11 +198,12 @@ pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
         ready: Vec::new(),
         batch: Vec::new(),
         touched: Vec::with_capacity(4),
+        rec: record.then(Box::default),
     };
     let start = Instant::now();
     for r in 0..n {
         for id in s.rank_ops(r) {
-            if e.pending[id as usize] == 0 {
+            if s.initially_ready(id) {
                 e.ready.push(id);
             }
         }
@@ -181,6 +211,15 @@ pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
         e.ready.clear();
     }
     while let Some(ev) = e.heap.pop() {
+        if let Some(next) = e.heap.peek() {
+            if next.kind != EventKind::Waiting {
+                prefetch(s.op(next.op));
+                prefetch(&e.done[next.op as usize]);
+                if let Some(rows) = s.rows() {
+                    rows.prefetch(next.op);
+                }
+            }
+        }
         match ev.kind {
             EventKind::Waiting => e.run_waiting(ev),
             EventKind::Op | EventKind::Msg => {
@@ -205,7 +244,24 @@ pub fn simulate_on(s: &Schedule, p: &Params, torus: Option<Torus>) -> Report {
         e.ready.clear();
     }
     let seconds = start.elapsed().as_secs_f64();
-    e.finish(seconds)
+    let timeline = e.rec.take().map(|r| r.timeline);
+    (e.finish(seconds), timeline)
+}
+
+/// Asks the CPU to bring `x`'s cache line in: the next event's operation is
+/// known one event ahead, and on a large schedule it is rarely cached.
+#[inline]
+pub(crate) fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints the cache; any address is allowed, and
+    // this one is a valid reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (x as *const T).cast::<i8>(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
 impl Engine<'_> {
@@ -231,6 +287,37 @@ impl Engine<'_> {
     #[inline]
     fn busy(&self, rank: u32) -> usize {
         (rank as usize + 1) * self.stride - 2
+    }
+
+    /// Records a slice, when recording.
+    #[inline]
+    fn slice(&mut self, rank: u32, cpu: u8, kind: SliceKind, begin: u64, end: u64, op: OpId) {
+        if let Some(rec) = &mut self.rec {
+            rec.timeline.slices.push(Slice {
+                rank,
+                cpu,
+                kind,
+                begin,
+                end,
+                op,
+            });
+        }
+    }
+
+    /// Records the end of a wait that began when `op` was posted (a
+    /// receive) or started (a rendezvous send), when recording.
+    #[inline]
+    fn wait_ends(&mut self, op: OpId, kind: SliceKind, end: u64) {
+        if let Some(rec) = &mut self.rec {
+            let began = match kind {
+                SliceKind::Rendezvous => rec.rendezvous.remove(&op),
+                _ => rec.posted.remove(&op),
+            };
+            if let Some(begin) = began {
+                let rank = self.s.op(op).rank;
+                self.slice(rank, 0, kind, begin, end, op);
+            }
+        }
     }
 
     /// Issues rank `r`'s newly executable operations (rule 5).
@@ -260,16 +347,34 @@ impl Engine<'_> {
 
     fn started(&mut self, id: OpId) {
         let s = self.s;
-        for &d in s.start_dependents(id) {
-            self.release(d);
+        match s.rows() {
+            Some(rows) => {
+                for &d in rows.start_dependents(id) {
+                    self.release(d);
+                }
+            }
+            None => {
+                if s.op(id).next == Some(DepKind::IRequires) {
+                    self.ready.push(id + 1);
+                }
+            }
         }
     }
 
     fn completed(&mut self, id: OpId) {
         self.done[id as usize] = DONE;
         let s = self.s;
-        for &d in s.done_dependents(id) {
-            self.release(d);
+        match s.rows() {
+            Some(rows) => {
+                for &d in rows.done_dependents(id) {
+                    self.release(d);
+                }
+            }
+            None => {
+                if s.op(id).next == Some(DepKind::Requires) {
+                    self.ready.push(id + 1);
+                }
+            }
         }
     }
 
@@ -368,6 +473,7 @@ impl Engine<'_> {
     /// The rendezvous sender `send` is done at `t`: its CPU `cpu` and NIC
     /// `nic` cannot be free earlier than that.
     fn rendezvous_done(&mut self, send: OpId, cpu: u8, nic: u8, t: u64) {
+        self.wait_ends(send, SliceKind::Rendezvous, t);
         let src = self.s.op(send).rank;
         self.completed(send);
         self.touched.push(src);
@@ -397,8 +503,10 @@ impl Engine<'_> {
                 .wrapping_add(per_byte(bytes_less_one, p.big_g_ps));
             let b = self.busy(h) + 1;
             self.clock[b] = self.clock[b].wrapping_add(charge);
+            self.slice(h, op.cpu, SliceKind::Recv, t, t.wrapping_add(charge), ev.op);
             match self.posted[h as usize].take(op.rank, op.tag) {
                 Some(recv) => {
+                    self.wait_ends(recv.op, SliceKind::Wait, t);
                     if op.size > p.s {
                         self.rendezvous_done(ev.op, op.cpu, op.nic, t);
                     }
@@ -420,6 +528,14 @@ impl Engine<'_> {
                 self.clock[c] = t.wrapping_add(op.size);
                 let b = self.busy(r);
                 self.clock[b] = self.clock[b].wrapping_add(op.size);
+                self.slice(
+                    r,
+                    op.cpu,
+                    SliceKind::Calc,
+                    t,
+                    t.wrapping_add(op.size),
+                    ev.op,
+                );
                 self.started(ev.op);
                 self.completed(ev.op);
                 self.touched.push(r);
@@ -436,6 +552,12 @@ impl Engine<'_> {
                     .wrapping_add(per_byte(bytes_less_one, p.big_g_ps));
                 let b = self.busy(r) + 1;
                 self.clock[b] = self.clock[b].wrapping_add(charge);
+                self.slice(r, op.cpu, SliceKind::Send, t, t.wrapping_add(charge), ev.op);
+                if op.size > p.s {
+                    if let Some(rec) = &mut self.rec {
+                        rec.rendezvous.insert(ev.op, t);
+                    }
+                }
                 let inject = t.wrapping_add(p.o);
                 let mut arrive = inject.wrapping_add(p.l);
                 if let Some(torus) = &mut self.torus {
@@ -464,6 +586,9 @@ impl Engine<'_> {
                         self.completed(ev.op);
                     }
                     None => {
+                        if let Some(rec) = &mut self.rec {
+                            rec.posted.insert(ev.op, t);
+                        }
                         self.done[ev.op as usize] = POSTED;
                         self.posted[r as usize].push(QueueEntry {
                             src: op.peer,

@@ -25,7 +25,8 @@
 //! unexpected queues; `tie_order` reproduces the reference's issue
 //! order among simultaneous operations. Beyond LogGOPS, [`params`] holds
 //! named network profiles, [`fit`] fits parameters to a `mttl-bench comm`
-//! result and [`torus`] routes messages on a torus with shared links.
+//! result and [`torus`] routes messages on a torus with shared links;
+//! [`timeline`] records a run and writes it for Perfetto's UI.
 
 pub mod engine;
 pub mod error;
@@ -36,10 +37,11 @@ mod match_queue;
 pub mod params;
 pub mod schedule;
 mod tie_order;
+pub mod timeline;
 pub mod torus;
 mod waiting;
 
-pub use engine::{simulate, simulate_on, Blocked, Deadlock, RankTimes, Report};
+pub use engine::{simulate, simulate_on, simulate_traced, Blocked, Deadlock, RankTimes, Report};
 pub use error::{InputError, SimError};
 pub use params::{Params, Profile};
 pub use schedule::{DepKind, NewOp, Op, OpId, OpKind, Schedule, ScheduleBuilder};

@@ -1,6 +1,6 @@
 //! `mttl-sim FILE|DIR [-L ns] [-o ns] [-g ns] [-G ns/B] [-O ns/B] [-S bytes]
 //! [--profile NAME | --params-from FILE [--params-config NAME]]
-//! [--torus DIMS [--hop-latency ns]] [--json] [--summary]`
+//! [--torus DIMS [--hop-latency ns]] [--json] [--summary] [--perfetto FILE]`
 //!
 //! Prints each rank's finish time with its computation, communication and
 //! waiting time, then the maximum. Exit status: 0 when the schedule ran to
@@ -12,7 +12,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use mttl_sim::params::ns_to_ps;
-use mttl_sim::{fit, input, simulate_on, Blocked, Params, Profile, Report, Schedule, Torus};
+use mttl_sim::{
+    fit, input, simulate_on, simulate_traced, Blocked, Params, Profile, Report, Schedule, Torus,
+};
 use serde_json::json;
 
 /// Simulates a GOAL schedule or a TI trace under LogGOPS (LogGOPSim's semantics).
@@ -66,6 +68,11 @@ struct Args {
     /// Print only the maximum (and the event rate), not every rank.
     #[arg(long)]
     summary: bool,
+    /// Write the simulated run's timeline to FILE for ui.perfetto.dev: a
+    /// track per rank's CPU with its calc, send and recv slices, its waits,
+    /// and a flow per message (docs/simulator.md).
+    #[arg(long, value_name = "FILE")]
+    perfetto: Option<PathBuf>,
 }
 
 /// Latency per hop when neither the profile nor the command line gives one.
@@ -160,7 +167,23 @@ fn main() -> ExitCode {
         }
     };
     let topology = torus.as_ref().map(|t| (t.dims().to_vec(), t.hop_latency()));
-    let report = simulate_on(&sched, &params, torus);
+    let report = match &args.perfetto {
+        None => simulate_on(&sched, &params, torus),
+        Some(path) => {
+            let (report, timeline) = simulate_traced(&sched, &params, torus);
+            if let Err(e) = timeline.write_perfetto(&sched, path) {
+                eprintln!("mttl-sim: cannot write {}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+            eprintln!(
+                "perfetto: {} slices, {} flows written to {}",
+                timeline.slices.len(),
+                timeline.flows(),
+                path.display()
+            );
+            report
+        }
+    };
     if args.json {
         let net = Network {
             params: &params,
@@ -200,11 +223,16 @@ fn main() -> ExitCode {
 
 fn describe(s: &Schedule, b: &Blocked) -> String {
     match *b {
-        Blocked::UnmatchedRecv(id) => format!("{}: posted, no message matches it", s.op(id)),
-        Blocked::UnreceivedMessage(id) => {
-            format!("message of {}: arrived, no receive takes it", s.op(id))
+        Blocked::UnmatchedRecv(id) => {
+            format!("{}: posted, no message matches it", s.describe(id))
         }
-        Blocked::NotDone(id) => format!("{}: never completed", s.op(id)),
+        Blocked::UnreceivedMessage(id) => {
+            format!(
+                "message of {}: arrived, no receive takes it",
+                s.describe(id)
+            )
+        }
+        Blocked::NotDone(id) => format!("{}: never completed", s.describe(id)),
     }
 }
 

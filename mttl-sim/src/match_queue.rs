@@ -63,8 +63,16 @@ fn key(src: u32, tag: u32) -> u64 {
 pub(crate) struct MatchQueue {
     /// The entry of a queue holding just one, kept here so that the many
     /// queues that never hold more (a tree's receives) need no allocation
-    /// and no second cache line; while it is set, `slots` is empty.
+    /// and no second cache line; while it is set, `many` is empty.
     lone: Option<QueueEntry>,
+    /// The entries of a queue that held more than one at a time (boxed:
+    /// most ranks never need it, and a queue stays 24 bytes).
+    many: Option<Box<Many>>,
+}
+
+/// A queue's entries beyond the lone one.
+#[derive(Debug, Default)]
+struct Many {
     slots: VecDeque<Option<QueueEntry>>,
     /// Arrival number of `slots[0]`.
     base: u32,
@@ -100,16 +108,53 @@ impl Index {
 impl MatchQueue {
     /// Appends `e` (it arrived last).
     pub(crate) fn push(&mut self, e: QueueEntry) {
-        if self.slots.is_empty() && self.lone.is_none() {
+        let empty = self.many.as_ref().is_none_or(|m| m.slots.is_empty());
+        if empty && self.lone.is_none() {
             self.lone = Some(e);
             return;
         }
+        let m = self.many.get_or_insert_with(Box::default);
         if let Some(first) = self.lone.take() {
-            self.push_slot(first);
+            m.push_slot(first);
         }
-        self.push_slot(e);
+        m.push_slot(e);
     }
 
+    /// Removes and returns the earliest entry matching (src, tag).
+    pub(crate) fn take(&mut self, src: u32, tag: u32) -> Option<QueueEntry> {
+        if let Some(first) = self.lone {
+            let found = first.matches(src, tag);
+            if found {
+                self.lone = None;
+            }
+            return found.then_some(first);
+        }
+        self.many.as_mut()?.take(src, tag)
+    }
+
+    /// The entries not taken, in arrival order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &QueueEntry> {
+        let many = self.many.iter().flat_map(|m| m.slots.iter().flatten());
+        self.lone.iter().chain(many)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.many.as_ref().map_or(0, |m| m.live as usize) + usize::from(self.lone.is_some())
+    }
+
+    #[cfg(test)]
+    fn slots(&self) -> usize {
+        self.many.as_ref().map_or(0, |m| m.slots.len())
+    }
+
+    #[cfg(test)]
+    fn indexed(&self) -> bool {
+        self.many.as_ref().is_some_and(|m| m.index.is_some())
+    }
+}
+
+impl Many {
     fn push_slot(&mut self, e: QueueEntry) {
         let at = self.base + self.slots.len() as u32;
         self.slots.push_back(Some(e));
@@ -125,14 +170,7 @@ impl MatchQueue {
     }
 
     /// Removes and returns the earliest entry matching (src, tag).
-    pub(crate) fn take(&mut self, src: u32, tag: u32) -> Option<QueueEntry> {
-        if let Some(first) = self.lone {
-            let found = first.matches(src, tag);
-            if found {
-                self.lone = None;
-            }
-            return found.then_some(first);
-        }
+    fn take(&mut self, src: u32, tag: u32) -> Option<QueueEntry> {
         if self.live == 0 {
             return None;
         }
@@ -222,17 +260,6 @@ impl MatchQueue {
         }
         self.index = Some(Box::new(ix));
     }
-
-    /// The entries not taken, in arrival order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &QueueEntry> {
-        self.lone.iter().chain(self.slots.iter().flatten())
-    }
-
-    /// Number of entries not taken.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.live as usize + usize::from(self.lone.is_some())
-    }
 }
 
 #[cfg(test)]
@@ -296,7 +323,7 @@ mod tests {
                 }
                 assert_eq!(q.len(), r.0.len());
                 // Holes never outnumber entries by much (memory is linear).
-                assert!(q.slots.len() <= (2 * q.len()).max(INDEX_FROM));
+                assert!(q.slots() <= (2 * q.len()).max(INDEX_FROM));
             }
             assert!(q.iter().eq(r.0.iter()));
         }
@@ -312,7 +339,7 @@ mod tests {
                 op: i,
             });
         }
-        assert!(q.index.is_some());
+        assert!(q.indexed());
         assert_eq!(q.take(57, 0).map(|e| e.op), Some(57));
         assert_eq!(q.take(57, 0), None);
         assert_eq!(q.take(ANY_SOURCE, 0).map(|e| e.op), Some(0));
@@ -322,6 +349,6 @@ mod tests {
             }
         }
         assert_eq!(q.len(), 0);
-        assert!(q.index.is_none() && q.slots.is_empty());
+        assert!(!q.indexed() && q.slots() == 0);
     }
 }

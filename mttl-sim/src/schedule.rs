@@ -16,8 +16,18 @@
 //! 3. every peer is a rank of the schedule (or `ANY_SOURCE` on a receive),
 //!    and the dependency graph of every rank is acyclic.
 //!
-//! Memory is linear: 32 bytes per operation and 4 per dependency edge, plus
-//! one line number per operation so reports can point into the input.
+//! **Chains.** A schedule in which every dependency links an operation to
+//! the one stated just before it in its rank, each operation having at most
+//! one such dependent (a trace: a rank's operations in program order), is
+//! kept as a *chain*: each operation says in [`Op::next`] whether the next
+//! one requires or irequires it, and there are no rows. The builder keeps
+//! that form while the input allows it and turns it into rows at the first
+//! dependency that breaks it; the engine runs both alike.
+//!
+//! Memory is linear: 24 bytes per operation, plus 4 per dependency edge and
+//! 12 per operation for the rows when the schedule is not a chain. Lines
+//! are kept as runs (an operation stated on the line after the one before
+//! it extends the run), so a trace costs a few bytes per rank for them.
 
 use std::path::PathBuf;
 
@@ -47,7 +57,7 @@ pub enum OpKind {
     Calc = 3,
 }
 
-/// One operation of one rank.
+/// One operation of one rank (24 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Op {
     /// Bytes for send and recv, nanoseconds for calc.
@@ -58,14 +68,15 @@ pub struct Op {
     pub tag: u32,
     /// The rank that executes the operation.
     pub rank: u32,
-    /// The input line that stated it (1-based; 0 when the format has none).
-    pub line: u32,
     /// Send, recv or calc.
     pub kind: OpKind,
     /// CPU (overhead resource) the operation runs on.
     pub cpu: u8,
     /// NIC (gap resource) the operation uses.
     pub nic: u8,
+    /// In a chain schedule, how the rank's next operation depends on this
+    /// one (`None` in a schedule kept as rows).
+    pub next: Option<DepKind>,
 }
 
 /// An operation as a parser states it (its rank is the block being built).
@@ -100,18 +111,80 @@ pub struct Schedule {
     /// Where the schedule came from, for messages.
     pub source: PathBuf,
     ops: Vec<Op>,
+    /// The line that stated each operation, as runs.
+    lines: LineRuns,
     /// `rank_start[r]..rank_start[r + 1]` are rank `r`'s operations.
     rank_start: Vec<OpId>,
+    /// The dependency rows; `None` for a chain (see the module docs).
+    rows: Option<Rows>,
+    ncpus: usize,
+    nnics: usize,
+}
+
+/// The dependencies of a schedule that is not a chain, as compressed rows.
+#[derive(Debug)]
+pub(crate) struct Rows {
     /// Number of unsatisfied dependencies of each operation at the start.
-    dep_count: Vec<u32>,
+    pub(crate) dep_count: Vec<u32>,
     /// Compressed rows of "requires" dependents.
     done_row: Vec<u32>,
     done_dep: Vec<OpId>,
     /// Compressed rows of "irequires" dependents.
     start_row: Vec<u32>,
     start_dep: Vec<OpId>,
-    ncpus: usize,
-    nnics: usize,
+}
+
+impl Rows {
+    /// Brings the row heads of `id` into the cache ([`crate::engine`]'s
+    /// look-ahead).
+    #[inline]
+    pub(crate) fn prefetch(&self, id: OpId) {
+        crate::engine::prefetch(&self.done_row[id as usize]);
+        crate::engine::prefetch(&self.start_row[id as usize]);
+    }
+
+    /// Operations that wait for `id` to be done, in input order.
+    #[inline]
+    pub(crate) fn done_dependents(&self, id: OpId) -> &[OpId] {
+        let i = id as usize;
+        &self.done_dep[self.done_row[i] as usize..self.done_row[i + 1] as usize]
+    }
+
+    /// Operations that wait for `id` to start, in input order.
+    #[inline]
+    pub(crate) fn start_dependents(&self, id: OpId) -> &[OpId] {
+        let i = id as usize;
+        &self.start_dep[self.start_row[i] as usize..self.start_row[i + 1] as usize]
+    }
+}
+
+/// Input lines of operations, as runs of consecutive lines: run `i` says
+/// that operation `start[i]` was stated on `line[i]`, and each following
+/// operation up to the next run on the line after.
+#[derive(Debug, Default)]
+struct LineRuns {
+    start: Vec<OpId>,
+    line: Vec<u32>,
+}
+
+impl LineRuns {
+    fn push(&mut self, id: OpId, line: u32) {
+        if let (Some(&s), Some(&l)) = (self.start.last(), self.line.last()) {
+            if u64::from(l) + u64::from(id - s) == u64::from(line) {
+                return;
+            }
+        }
+        self.start.push(id);
+        self.line.push(line);
+    }
+
+    fn get(&self, id: OpId) -> u32 {
+        let i = self.start.partition_point(|&s| s <= id);
+        if i == 0 {
+            return 0;
+        }
+        self.line[i - 1] + (id - self.start[i - 1])
+    }
 }
 
 impl Schedule {
@@ -146,23 +219,38 @@ impl Schedule {
         self.rank_start[r]..self.rank_start[r + 1]
     }
 
-    /// Initial number of unsatisfied dependencies of each operation.
-    pub(crate) fn dep_counts(&self) -> &[u32] {
-        &self.dep_count
+    /// The input line that stated operation `id` (1-based; 0 when the
+    /// format has none).
+    pub fn line(&self, id: OpId) -> u32 {
+        self.lines.get(id)
     }
 
-    /// Operations that wait for `id` to be done, in input order.
-    #[inline]
-    pub(crate) fn done_dependents(&self, id: OpId) -> &[OpId] {
-        let i = id as usize;
-        &self.done_dep[self.done_row[i] as usize..self.done_row[i + 1] as usize]
+    /// Operation `id` as GOAL would state it, with its rank and line.
+    pub fn describe(&self, id: OpId) -> String {
+        let op = self.op(id);
+        format!("{op} (rank {}, line {})", op.rank, self.line(id))
     }
 
-    /// Operations that wait for `id` to start, in input order.
+    /// Whether the schedule is kept as a chain (see the module docs).
+    pub fn is_chain(&self) -> bool {
+        self.rows.is_none()
+    }
+
+    /// The dependency rows, `None` for a chain.
     #[inline]
-    pub(crate) fn start_dependents(&self, id: OpId) -> &[OpId] {
-        let i = id as usize;
-        &self.start_dep[self.start_row[i] as usize..self.start_row[i + 1] as usize]
+    pub(crate) fn rows(&self) -> Option<&Rows> {
+        self.rows.as_ref()
+    }
+
+    /// Whether operation `id` waits for nothing at the start.
+    pub(crate) fn initially_ready(&self, id: OpId) -> bool {
+        match &self.rows {
+            Some(rows) => rows.dep_count[id as usize] == 0,
+            None => {
+                let r = self.ops[id as usize].rank as usize;
+                id == self.rank_start[r] || self.ops[id as usize - 1].next.is_none()
+            }
+        }
     }
 }
 
@@ -177,8 +265,13 @@ pub struct ScheduleBuilder {
     num_ranks: u32,
     /// All operations, block after block in the order the input gave them.
     ops: Vec<Op>,
+    /// Their lines.
+    lines: LineRuns,
+    /// While the input is a chain, its dependencies are in `Op::next`
+    /// instead of `deps`.
+    chain: bool,
     /// All dependencies as (dependent, prerequisite, kind), indices into
-    /// `ops`, in input order.
+    /// `ops`, in input order (once the input is not a chain).
     deps: Vec<(u32, u32, DepKind)>,
     /// Per rank, its block: the range of `ops` and the header's line.
     blocks: Vec<Option<Block>>,
@@ -199,6 +292,8 @@ impl ScheduleBuilder {
             source: source.into(),
             num_ranks,
             ops: Vec::new(),
+            lines: LineRuns::default(),
+            chain: true,
             deps: Vec::new(),
             blocks: vec![None; num_ranks as usize],
             current: None,
@@ -208,6 +303,11 @@ impl ScheduleBuilder {
     /// The number of ranks the schedule declares.
     pub fn num_ranks(&self) -> u32 {
         self.num_ranks
+    }
+
+    /// Reserves room for `n` more operations.
+    pub fn reserve(&mut self, n: usize) {
+        self.ops.reserve_exact(n);
     }
 
     fn err(&self, line: u32, msg: String) -> InputError {
@@ -280,15 +380,16 @@ impl ScheduleBuilder {
         if self.ops.len() >= (u32::MAX - 1) as usize {
             return Err(self.err(line, "too many operations for the simulator".into()));
         }
+        self.lines.push(self.ops.len() as u32, line);
         self.ops.push(Op {
             size,
             peer,
             tag,
             rank,
-            line,
             kind,
             cpu,
             nic,
+            next: None,
         });
         let block = self.blocks[rank as usize]
             .as_mut()
@@ -316,9 +417,31 @@ impl ScheduleBuilder {
                 "dependency names an operation that does not exist".into(),
             ));
         }
-        self.deps
-            .push((b.start + dependent, b.start + prerequisite, kind));
+        let (dependent, prerequisite) = (b.start + dependent, b.start + prerequisite);
+        if self.chain {
+            // Only a link to the operation just before, which has no
+            // dependent yet, keeps the chain: then `dependent` has no
+            // prerequisite yet either.
+            let pre = &mut self.ops[prerequisite as usize];
+            if dependent == prerequisite + 1 && pre.next.is_none() {
+                pre.next = Some(kind);
+                return Ok(());
+            }
+            self.leave_chain();
+        }
+        self.deps.push((dependent, prerequisite, kind));
         Ok(())
+    }
+
+    /// Moves the links stated so far into `deps` (in operation order: each
+    /// operation has at most one, so every row keeps the input's order).
+    fn leave_chain(&mut self) {
+        self.chain = false;
+        for (i, op) in self.ops.iter_mut().enumerate() {
+            if let Some(kind) = op.next.take() {
+                self.deps.push((i as u32 + 1, i as u32, kind));
+            }
+        }
     }
 
     /// Ends the current rank's block.
@@ -347,6 +470,8 @@ impl ScheduleBuilder {
         let ScheduleBuilder {
             source,
             mut ops,
+            mut lines,
+            chain,
             mut deps,
             blocks,
             ..
@@ -364,15 +489,19 @@ impl ScheduleBuilder {
             })
             .all(|ok| ok);
         if !in_order {
+            // A link joins two operations of one block, which stay adjacent.
             let mut new_id = vec![0u32; total];
             let mut reordered = Vec::with_capacity(total);
+            let mut new_lines = LineRuns::default();
             for b in &blocks {
                 for old in b.start..b.end {
                     new_id[old as usize] = reordered.len() as u32;
+                    new_lines.push(reordered.len() as u32, lines.get(old));
                     reordered.push(ops[old as usize]);
                 }
             }
             ops = reordered;
+            lines = new_lines;
             for d in &mut deps {
                 d.0 = new_id[d.0 as usize];
                 d.1 = new_id[d.1 as usize];
@@ -387,6 +516,18 @@ impl ScheduleBuilder {
         rank_start.push(at);
         let ncpus = ops.iter().map(|o| o.cpu as usize + 1).max().unwrap_or(1);
         let nnics = ops.iter().map(|o| o.nic as usize + 1).max().unwrap_or(1);
+        if chain {
+            // Links only point forward: no cycle.
+            return Ok(Schedule {
+                source,
+                ops,
+                lines,
+                rank_start,
+                rows: None,
+                ncpus,
+                nnics,
+            });
+        }
         // Compressed rows: count, prefix-sum, then place in input order.
         let mut dep_count = vec![0u32; total];
         let mut done_row = vec![0u32; total + 1];
@@ -419,12 +560,15 @@ impl ScheduleBuilder {
         let sched = Schedule {
             source,
             ops,
+            lines,
             rank_start,
-            dep_count,
-            done_row,
-            done_dep,
-            start_row,
-            start_dep,
+            rows: Some(Rows {
+                dep_count,
+                done_row,
+                done_dep,
+                start_row,
+                start_dep,
+            }),
             ncpus,
             nnics,
         };
@@ -439,14 +583,21 @@ impl ScheduleBuilder {
 /// Kahn's algorithm over both kinds of edges; what remains unsorted contains
 /// a cycle, which is then walked to name its operations.
 fn check_acyclic(s: &Schedule) -> Result<(), InputError> {
-    let mut count = s.dep_counts().to_vec();
+    let Some(rows) = s.rows() else {
+        return Ok(());
+    };
+    let mut count = rows.dep_count.clone();
     let mut stack: Vec<OpId> = (0..s.num_ops() as OpId)
         .filter(|&i| count[i as usize] == 0)
         .collect();
     let mut seen = 0usize;
     while let Some(id) = stack.pop() {
         seen += 1;
-        for &d in s.done_dependents(id).iter().chain(s.start_dependents(id)) {
+        for &d in rows
+            .done_dependents(id)
+            .iter()
+            .chain(rows.start_dependents(id))
+        {
             count[d as usize] -= 1;
             if count[d as usize] == 0 {
                 stack.push(d);
@@ -463,7 +614,11 @@ fn check_acyclic(s: &Schedule) -> Result<(), InputError> {
         if count[id as usize] == 0 {
             continue;
         }
-        for &d in s.done_dependents(id).iter().chain(s.start_dependents(id)) {
+        for &d in rows
+            .done_dependents(id)
+            .iter()
+            .chain(rows.start_dependents(id))
+        {
             if count[d as usize] > 0 {
                 prereq[d as usize] = id;
             }
@@ -485,11 +640,11 @@ fn check_acyclic(s: &Schedule) -> Result<(), InputError> {
     let lines: Vec<String> = cycle
         .iter()
         .rev()
-        .map(|&i| format!("line {}", s.op(i).line))
+        .map(|&i| format!("line {}", s.line(i)))
         .collect();
     Err(InputError::new(
         &s.source,
-        first.line,
+        s.line(cycle[0]),
         format!(
             "dependency cycle in rank {}: the operations at {} wait for each other",
             first.rank,
@@ -499,7 +654,7 @@ fn check_acyclic(s: &Schedule) -> Result<(), InputError> {
 }
 
 impl std::fmt::Display for Op {
-    /// The operation as GOAL would state it, with where it was stated.
+    /// The operation as GOAL would state it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let wild = |v: u32| {
             if v == u32::MAX {
@@ -515,16 +670,15 @@ impl std::fmt::Display for Op {
                 self.size,
                 self.peer,
                 wild(self.tag)
-            )?,
+            ),
             OpKind::Recv => write!(
                 f,
                 "recv {}b from {} tag {}",
                 self.size,
                 wild(self.peer),
                 wild(self.tag)
-            )?,
-            OpKind::Calc => write!(f, "calc {}", self.size)?,
+            ),
+            OpKind::Calc => write!(f, "calc {}", self.size),
         }
-        write!(f, " (rank {}, line {})", self.rank, self.line)
     }
 }

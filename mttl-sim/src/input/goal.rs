@@ -187,9 +187,66 @@ struct Parser<'a> {
     builder: Option<ScheduleBuilder>,
 }
 
+/// The labels of a rank block: per label, the operation's index in the rank
+/// and the line that defined it.
+///
+/// schedgen names operations `l1`, `l2`, ...: a label `l` followed by a
+/// decimal number (no leading zero, below 2^20) is kept in a table indexed
+/// by its number, any other in a map. A label's text decides which, so
+/// each label has one place.
+#[derive(Debug, Default)]
+struct Labels<'a> {
+    numbered: Vec<Option<(u32, u32)>>,
+    /// The numbers set in `numbered`, to empty it between blocks.
+    used: Vec<u32>,
+    named: FxHashMap<&'a str, (u32, u32)>,
+}
+
+impl<'a> Labels<'a> {
+    /// The table slot of a label `lN`.
+    fn slot(label: &str) -> Option<usize> {
+        let digits = label.strip_prefix('l')?;
+        let ok = !digits.is_empty()
+            && digits.len() <= 6
+            && digits.bytes().all(|c| c.is_ascii_digit())
+            && (digits == "0" || !digits.starts_with('0'));
+        ok.then(|| digits.parse().ok()).flatten()
+    }
+
+    fn get(&self, label: &str) -> Option<(u32, u32)> {
+        match Self::slot(label) {
+            Some(i) => self.numbered.get(i).copied().flatten(),
+            None => self.named.get(label).copied(),
+        }
+    }
+
+    fn insert(&mut self, label: &'a str, v: (u32, u32)) {
+        match Self::slot(label) {
+            Some(i) => {
+                if self.numbered.len() <= i {
+                    self.numbered.resize(i + 1, None);
+                }
+                self.numbered[i] = Some(v);
+                self.used.push(i as u32);
+            }
+            None => {
+                self.named.insert(label, v);
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        for &i in &self.used {
+            self.numbered[i as usize] = None;
+        }
+        self.used.clear();
+        self.named.clear();
+    }
+}
+
 /// The rank block being read: the labels defined so far in it.
 struct Block<'a> {
-    labels: FxHashMap<&'a str, (u32, u32)>,
+    labels: Labels<'a>,
 }
 
 impl<'a> Parser<'a> {
@@ -239,7 +296,7 @@ impl<'a> Parser<'a> {
         let mut block: Option<Block<'a>> = None;
         // One label table for all blocks, emptied between them, so that its
         // storage is allocated once rather than grown again for every rank.
-        let mut spare_labels = FxHashMap::default();
+        let mut spare_labels = Labels::default();
         loop {
             let (tok, line) = self.lex.next()?;
             match tok {
@@ -315,7 +372,7 @@ impl<'a> Parser<'a> {
         &mut self,
         label: &'a str,
         line: u32,
-        labels: &mut FxHashMap<&'a str, (u32, u32)>,
+        labels: &mut Labels<'a>,
     ) -> Result<(), InputError> {
         match self.lex.next()? {
             (Tok::Colon, _) => {
@@ -323,7 +380,7 @@ impl<'a> Parser<'a> {
                     (Tok::Word(w @ ("send" | "recv" | "calc")), _) => w,
                     (t, l) => return Err(self.expected("`send`, `recv` or `calc`", t, l)),
                 };
-                if let Some(&(_, first)) = labels.get(label) {
+                if let Some((_, first)) = labels.get(label) {
                     return Err(self.err(
                         line,
                         format!("label `{label}` is already defined on line {first}"),
@@ -340,7 +397,7 @@ impl<'a> Parser<'a> {
                 };
                 self.end()?;
                 let find = |name: &str| {
-                    labels.get(name).map(|&(i, _)| i).ok_or_else(|| {
+                    labels.get(name).map(|(i, _)| i).ok_or_else(|| {
                         self.err(
                             line,
                             format!("label `{name}` is not defined before this line in this rank"),
@@ -438,5 +495,39 @@ impl<'a> Parser<'a> {
             nic,
         };
         self.builder(line)?.add_op(op, line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_and_other_labels_each_have_one_place() {
+        assert_eq!(Labels::slot("l7"), Some(7));
+        assert_eq!(Labels::slot("l0"), Some(0));
+        for other in ["l", "l07", "lx", "x1", "l1234567", "l-1"] {
+            assert_eq!(Labels::slot(other), None, "{other}");
+        }
+        let mut l = Labels::default();
+        l.insert("l7", (1, 10));
+        l.insert("l07", (2, 11));
+        l.insert("start", (3, 12));
+        assert_eq!(
+            (l.get("l7"), l.get("l07"), l.get("start"), l.get("l6")),
+            (Some((1, 10)), Some((2, 11)), Some((3, 12)), None)
+        );
+        l.clear();
+        assert_eq!((l.get("l7"), l.get("start")), (None, None));
+    }
+
+    #[test]
+    fn labels_do_not_leak_between_blocks() {
+        let text = b"num_ranks 2\nrank 0 {\nl1: calc 5\n}\nrank 1 {\nl2: calc 5\nl2 requires l1\n}\n";
+        let e = parse("t.goal".as_ref(), text).unwrap_err();
+        assert!(e.line == 7 && e.message.contains("`l1` is not defined"), "{e}");
+        let dup = b"num_ranks 1\nrank 0 {\nl3: calc 5\nl3: calc 6\n}\n";
+        let e = parse("t.goal".as_ref(), dup).unwrap_err();
+        assert!(e.message.contains("already defined on line 3"), "{e}");
     }
 }

@@ -27,142 +27,14 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use prost::Message;
+use mttl_perfetto::{descriptor_packet, Writer, SEQ_INCREMENTAL_STATE_CLEARED};
 
 use super::{scene, walk, Arg, ExportError, ExportOptions, ExportSummary, Item, Scene, Step};
 use crate::read::Trace;
 
-/// Perfetto's trace messages, the few fields this exporter writes, with
-/// the field numbers of Perfetto's published schema
-/// (`protos/perfetto/trace/trace.proto`, `trace_packet.proto`,
-/// `track_event/track_event.proto`, `track_descriptor.proto`,
-/// `process_descriptor.proto`, `thread_descriptor.proto`,
-/// `debug_annotation.proto`). Decoding a file with them ignores the
-/// fields they leave out.
-pub mod proto {
-    /// A whole trace file.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Trace {
-        /// The packets.
-        #[prost(message, repeated, tag = "1")]
-        pub packet: Vec<TracePacket>,
-    }
-
-    /// One packet: a track's description or an event on a track.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TracePacket {
-        /// ns, on the trace's clock.
-        #[prost(uint64, optional, tag = "8")]
-        pub timestamp: Option<u64>,
-        /// The writer's sequence.
-        #[prost(uint32, optional, tag = "10")]
-        pub trusted_packet_sequence_id: Option<u32>,
-        /// `SEQ_INCREMENTAL_STATE_CLEARED` (1) on a sequence's first packet.
-        #[prost(uint32, optional, tag = "13")]
-        pub sequence_flags: Option<u32>,
-        /// An event.
-        #[prost(message, optional, tag = "11")]
-        pub track_event: Option<TrackEvent>,
-        /// A track.
-        #[prost(message, optional, tag = "60")]
-        pub track_descriptor: Option<TrackDescriptor>,
-    }
-
-    /// A track: a process, a thread, or a named child track.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TrackDescriptor {
-        /// The id events refer to.
-        #[prost(uint64, optional, tag = "1")]
-        pub uuid: Option<u64>,
-        /// The track this one is under.
-        #[prost(uint64, optional, tag = "5")]
-        pub parent_uuid: Option<u64>,
-        /// The name of a track that is neither process nor thread.
-        #[prost(string, optional, tag = "2")]
-        pub name: Option<String>,
-        /// Set for a process track.
-        #[prost(message, optional, tag = "3")]
-        pub process: Option<ProcessDescriptor>,
-        /// Set for a thread track.
-        #[prost(message, optional, tag = "4")]
-        pub thread: Option<ThreadDescriptor>,
-    }
-
-    /// A process.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ProcessDescriptor {
-        /// Its pid.
-        #[prost(int32, optional, tag = "1")]
-        pub pid: Option<i32>,
-        /// Its name.
-        #[prost(string, optional, tag = "6")]
-        pub process_name: Option<String>,
-    }
-
-    /// A thread.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ThreadDescriptor {
-        /// Its process's pid.
-        #[prost(int32, optional, tag = "1")]
-        pub pid: Option<i32>,
-        /// Its tid.
-        #[prost(int64, optional, tag = "2")]
-        pub tid: Option<i64>,
-        /// Its name.
-        #[prost(string, optional, tag = "5")]
-        pub thread_name: Option<String>,
-    }
-
-    /// An event on a track.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TrackEvent {
-        /// One of the `TYPE_*` constants.
-        #[prost(int32, optional, tag = "9")]
-        pub r#type: Option<i32>,
-        /// The track.
-        #[prost(uint64, optional, tag = "11")]
-        pub track_uuid: Option<u64>,
-        /// The name (of a begin or an instant).
-        #[prost(string, optional, tag = "23")]
-        pub name: Option<String>,
-        /// Categories.
-        #[prost(string, repeated, tag = "22")]
-        pub categories: Vec<String>,
-        /// Arguments.
-        #[prost(message, repeated, tag = "4")]
-        pub debug_annotations: Vec<DebugAnnotation>,
-        /// Flows that leave this event.
-        #[prost(fixed64, repeated, packed = "false", tag = "47")]
-        pub flow_ids: Vec<u64>,
-        /// Flows that end at this event.
-        #[prost(fixed64, repeated, packed = "false", tag = "48")]
-        pub terminating_flow_ids: Vec<u64>,
-    }
-
-    /// `TrackEvent.type`: a slice begins.
-    pub const TYPE_SLICE_BEGIN: i32 = 1;
-    /// `TrackEvent.type`: the innermost open slice ends.
-    pub const TYPE_SLICE_END: i32 = 2;
-    /// `TrackEvent.type`: an instant.
-    pub const TYPE_INSTANT: i32 = 3;
-
-    /// A named argument.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct DebugAnnotation {
-        /// Its name.
-        #[prost(string, optional, tag = "10")]
-        pub name: Option<String>,
-        /// An unsigned value.
-        #[prost(uint64, optional, tag = "3")]
-        pub uint_value: Option<u64>,
-        /// A signed value.
-        #[prost(int64, optional, tag = "4")]
-        pub int_value: Option<i64>,
-        /// A text value.
-        #[prost(string, optional, tag = "6")]
-        pub string_value: Option<String>,
-    }
-}
+/// Perfetto's trace messages (crate `mttl-perfetto`, shared with
+/// `mttl-sim --perfetto`).
+pub use mttl_perfetto::proto;
 
 use proto::{
     DebugAnnotation, ProcessDescriptor, ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent,
@@ -191,17 +63,6 @@ fn pid(rank: usize) -> i32 {
     i32::try_from(1000 + rank).unwrap_or(i32::MAX)
 }
 
-/// Appends one packet to a `Trace` being written: the bytes of
-/// `Trace.packet` (field 1, length-delimited), so that a file written
-/// packet by packet is one `Trace` message.
-fn put(out: &mut impl Write, buf: &mut Vec<u8>, p: &TracePacket) -> io::Result<()> {
-    buf.clear();
-    buf.push(0x0a);
-    p.encode_length_delimited(buf)
-        .map_err(|e| io::Error::other(e.to_string()))?;
-    out.write_all(buf)
-}
-
 /// One lane to write: its track and sequence, its steps in time order.
 struct Lane<'a> {
     track: u64,
@@ -221,7 +82,7 @@ pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
         in_flows.entry(f.recv).or_default().push(f.id);
     }
     let (first, _) = s.span();
-    let mut buf = Vec::new();
+    let mut w = Writer::new(out);
     let mut lanes: Vec<Lane<'_>> = Vec::new();
     let mut next_tid: i64 = 10_000_000;
     let mut next_uuid: u64 = 1;
@@ -239,7 +100,7 @@ pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
             }),
             ..TrackDescriptor::default()
         };
-        put(out, &mut buf, &descriptor(d, first))?;
+        w.packet(&descriptor_packet(d, first, DESCRIPTORS))?;
         for track in &r.tracks {
             let tid = match track.thread {
                 None => i64::from(pid(rank)),
@@ -258,7 +119,7 @@ pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
                 }),
                 ..TrackDescriptor::default()
             };
-            put(out, &mut buf, &descriptor(d, first))?;
+            w.packet(&descriptor_packet(d, first, DESCRIPTORS))?;
             for (n, lane) in track.lanes.iter().enumerate() {
                 let on = if n == 0 {
                     thread
@@ -270,7 +131,7 @@ pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
                         name: Some(format!("{} (overlapping {n})", track.name)),
                         ..TrackDescriptor::default()
                     };
-                    put(out, &mut buf, &descriptor(d, first))?;
+                    w.packet(&descriptor_packet(d, first, DESCRIPTORS))?;
                     child
                 };
                 let mut steps = Vec::with_capacity(lane.len() * 2);
@@ -310,29 +171,17 @@ pub(crate) fn write(s: &Scene, out: &mut impl Write) -> io::Result<()> {
         let packet = TracePacket {
             timestamp: Some(ts),
             trusted_packet_sequence_id: Some(lane.sequence),
-            sequence_flags: (k == 0).then_some(1),
+            sequence_flags: (k == 0).then_some(SEQ_INCREMENTAL_STATE_CLEARED),
             track_event: Some(ev),
             track_descriptor: None,
         };
-        put(out, &mut buf, &packet)?;
+        w.packet(&packet)?;
         next[i] += 1;
         if let Some(&(ts, _)) = lane.steps.get(k + 1) {
             heap.push(Reverse((ts, i)));
         }
     }
     Ok(())
-}
-
-/// The packet of a track's descriptor: on the descriptors' sequence,
-/// timestamped at the run's first time (before every event on it), as
-/// Perfetto's guide to synthetic traces recommends.
-fn descriptor(d: TrackDescriptor, first: u64) -> TracePacket {
-    TracePacket {
-        timestamp: Some(first),
-        trusted_packet_sequence_id: Some(DESCRIPTORS),
-        track_descriptor: Some(d),
-        ..TracePacket::default()
-    }
 }
 
 /// The packet sequence of the descriptors; lanes take the next ones.
