@@ -37,6 +37,7 @@ use serde_json::{json, Value};
 use crate::bench::BenchError;
 
 mod run;
+mod size;
 pub mod worker;
 
 use run::{Job, Measured, Tools, Tracing, Workload};
@@ -90,6 +91,19 @@ pub struct TraceArgs {
     /// (two events each; 0 skips it) [default: 2000000; 200000 with --quick].
     #[arg(long)]
     event_regions: Option<u64>,
+    /// Instead of the table: the size targets. The trace-heavy program
+    /// (`MTTL_TRACE_LEVEL=threads`, `equalized`, `--buffer`) run long
+    /// enough to write SIZE of trace (K/M/G), untraced and traced; peak
+    /// memory of both and of `mttl-trace` reading the trace, its
+    /// violations; the trace is deleted afterwards. Ranks and backend: the
+    /// first of `--ranks` and `--backends`; calls per iteration: `--heavy`'s
+    /// second number.
+    #[arg(long, value_name = "SIZE")]
+    heavy_size: Option<String>,
+    /// With --heavy-size, also time `mttl-trace timeline` (its output
+    /// discarded; it spills about 60 bytes per event to TMPDIR).
+    #[arg(long)]
+    size_timeline: bool,
     /// Small sizes for a smoke run (class S, small traces, 1 repetition).
     #[arg(long)]
     quick: bool,
@@ -192,6 +206,7 @@ impl Plan {
             buffer: buffer.to_owned(),
             threshold: threshold.cloned(),
             resync,
+            level: None,
         };
         Some(match column {
             Column::Untraced => return None,
@@ -395,6 +410,18 @@ impl Row {
         median(r)
     }
 
+    /// The median over the T1 repetitions of the mean block product right
+    /// after a trace write against the mean of the others, minus 1
+    /// (matmul): what a flush costs the computation after it.
+    fn flush_slowdown(&self) -> Option<f64> {
+        let r = self
+            .of(Column::Equalized(0))
+            .iter()
+            .filter_map(|m| Some(m.block_after_flush? / m.block_other? - 1.0))
+            .collect();
+        median(r)
+    }
+
     /// The most violations any trace had.
     fn violations(&self) -> Option<u64> {
         self.runs
@@ -449,6 +476,7 @@ fn measure_event_cost(
         buffer,
         threshold: None,
         resync: "each",
+        level: None,
     };
     let mut costs = Vec::new();
     for rep in 0..plan.reps.max(5) {
@@ -483,6 +511,9 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
     }
     let plan = plan(&args)?;
     let buffer = bytes(&plan.buffer)?;
+    if let Some(size) = &args.heavy_size {
+        return heavy_size(&args, &plan, size, buffer);
+    }
     bytes(&plan.memory_buffer)?;
     let tools = Tools::find(args.tools.as_deref())?;
     let temp = args.dir.is_none();
@@ -547,6 +578,46 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
     } else {
         print!("{}", tables(&plan, &rows, &targets, &load));
     }
+    Ok(())
+}
+
+/// `--heavy-size SIZE` ([`size`]).
+fn heavy_size(args: &TraceArgs, plan: &Plan, size: &str, buffer: u64) -> Result<(), BenchError> {
+    let job = plan
+        .jobs
+        .first()
+        .ok_or_else(|| BenchError::Usage("--heavy-size: no job to run".into()))?;
+    let per = args
+        .heavy
+        .as_ref()
+        .and_then(|h| h.get(1).copied())
+        .unwrap_or(256);
+    let size_plan = size::SizePlan {
+        target: bytes(size)?,
+        np: args
+            .ranks
+            .as_ref()
+            .and_then(|r| r.first().copied())
+            .unwrap_or(2),
+        backend: job.backend,
+        per,
+        buffer: (plan.buffer.clone(), buffer),
+        timeline: args.size_timeline,
+    };
+    let tools = Tools::find(args.tools.as_deref())?;
+    let dir = args.dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("mttl-bench-trace-{}", std::process::id()))
+    });
+    let load = uptime();
+    let out = size::run(&tools, &size_plan, &dir, args.json, &load);
+    if args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    print!("{}", out?);
+    eprintln!(
+        "mttl-bench trace --heavy-size: load {} at the end",
+        uptime()
+    );
     Ok(())
 }
 
@@ -722,7 +793,7 @@ fn tables(plan: &Plan, rows: &[Row], targets: &[Target], load: &str) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<10} {:>3} {:>2} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>5}",
+        "{:<10} {:>3} {:>2} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>5}",
         "workload",
         "be",
         "np",
@@ -735,13 +806,14 @@ fn tables(plan: &Plan, rows: &[Row], targets: &[Target], load: &str) -> String {
         "control",
         "T/T0-1",
         "compute",
+        "flush",
         "viol"
     );
     for r in rows {
         let e = |c| pct(r.error(c));
         let _ = writeln!(
             out,
-            "{:<10} {:>3} {:>2} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>5}",
+            "{:<10} {:>3} {:>2} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>5}",
             r.job.label(),
             r.job.backend,
             r.job.np,
@@ -754,13 +826,16 @@ fn tables(plan: &Plan, rows: &[Row], targets: &[Target], load: &str) -> String {
             e(Column::Control),
             pct(r.overhead()),
             pct(r.compute_slowdown()),
+            pct(r.flush_slowdown()),
             r.violations().map_or("-".into(), |v| v.to_string())
         );
     }
     let _ = writeln!(
         out,
-        "(compute: matmul's block products under T1 against T; viol: clock-condition \
-         violations after correction and unpaired messages, the most in one trace)\n\nTargets:"
+        "(compute: matmul's block products under T1 against T; flush: under T1, a block \
+         product right after a broadcast during which its rank wrote its trace against the \
+         others, mean against mean; viol: clock-condition violations after correction and \
+         unpaired messages, the most in one trace)\n\nTargets:"
     );
     for t in targets {
         let _ = writeln!(out, "  {:<10} {}: {}", t.verdict(), t.what, t.detail);
@@ -783,6 +858,8 @@ fn to_json(plan: &Plan, rows: &[Row], targets: &[Target], load: &str) -> Value {
                                 "seconds": m.seconds,
                                 "reconstructed_seconds": m.reconstructed,
                                 "compute_seconds": m.compute,
+                                "block_after_flush_seconds": m.block_after_flush,
+                                "block_other_seconds": m.block_other,
                                 "peak_rss_bytes": m.peak_rss,
                                 "trace_bytes": m.trace_bytes,
                                 "violations": m.violations,
@@ -805,6 +882,7 @@ fn to_json(plan: &Plan, rows: &[Row], targets: &[Target], load: &str) -> Value {
                 "columns": columns,
                 "overhead": r.overhead(),
                 "compute_slowdown": r.compute_slowdown(),
+                "flush_slowdown": r.flush_slowdown(),
                 "violations": r.violations(),
             })
         })

@@ -58,6 +58,8 @@ pub(crate) struct Tracing {
     pub(crate) threshold: Option<String>,
     /// `MTTL_TRACE_RESYNC`.
     pub(crate) resync: &'static str,
+    /// `MTTL_TRACE_LEVEL`, if set.
+    pub(crate) level: Option<&'static str>,
 }
 
 /// What one run measured.
@@ -67,6 +69,11 @@ pub(crate) struct Measured {
     pub(crate) seconds: f64,
     /// The matrix product's block products (the slowest rank's), s.
     pub(crate) compute: Option<f64>,
+    /// The matrix product's mean block product right after a trace write
+    /// (all ranks), s; `None` without a write.
+    pub(crate) block_after_flush: Option<f64>,
+    /// The same of the other block products.
+    pub(crate) block_other: Option<f64>,
     /// The largest resident set of the job's processes, bytes.
     pub(crate) peak_rss: u64,
     /// The trace's bytes on disk.
@@ -189,6 +196,9 @@ impl Job {
             if let Some(th) = &t.threshold {
                 cmd.env("MTTL_TRACE_THRESHOLD", th);
             }
+            if let Some(level) = t.level {
+                cmd.env("MTTL_TRACE_LEVEL", level);
+            }
         }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -231,6 +241,8 @@ impl Job {
         let mut m = Measured {
             seconds,
             compute: doc["compute_seconds"].as_f64(),
+            block_after_flush: doc["blocks"]["after_flush_mean_seconds"].as_f64(),
+            block_other: doc["blocks"]["other_mean_seconds"].as_f64(),
             peak_rss,
             ..Measured::default()
         };
@@ -291,7 +303,7 @@ fn result_doc(stdout: &str, what: Workload) -> Option<Value> {
 }
 
 /// The bytes of the files in `dir`.
-fn dir_bytes(dir: &Path) -> u64 {
+pub(crate) fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
@@ -304,13 +316,13 @@ fn dir_bytes(dir: &Path) -> u64 {
 }
 
 /// Whether a `wait4` status is an exit with status 0.
-fn status_ok(status: i32) -> bool {
+pub(crate) fn status_ok(status: i32) -> bool {
     libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
 
 /// Runs `cmd` to its end: its wait status, the largest resident set of its
 /// process tree in bytes, its stdout and stderr.
-fn run_measured(cmd: &mut Command) -> std::io::Result<(i32, u64, String, String)> {
+pub(crate) fn run_measured(cmd: &mut Command) -> std::io::Result<(i32, u64, String, String)> {
     let mut child = cmd.spawn()?;
     let pid = child.id() as libc::pid_t;
     // Read both pipes on their own threads so that neither fills.
