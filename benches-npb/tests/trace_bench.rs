@@ -186,3 +186,61 @@ fn heavy_size_reaches_its_size_in_bounded_memory_with_no_violation() {
         assert_eq!(t["met"], true, "{t}");
     }
 }
+
+#[test]
+fn results_file_resumes_and_refuses_other_settings() {
+    let tools = tools();
+    let file =
+        std::env::temp_dir().join(format!("mttl-trace-bench-results-{}", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let run = |reps: &str| {
+        output_within_limit(Command::new(env!("CARGO_BIN_EXE_mttl-bench")).args([
+            "trace",
+            "--quick",
+            "--json",
+            "--workloads",
+            "heavy",
+            "--heavy",
+            "20,4",
+            "--backends",
+            "tcp",
+            "--event-regions",
+            "0",
+            "--reps",
+            reps,
+            "--results",
+            file.to_str().expect("a UTF-8 path"),
+            "--tools",
+            tools.to_str().expect("a UTF-8 path"),
+        ]))
+    };
+    let first = run("1");
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{stderr}");
+    assert!(stderr.contains("estimated duration"), "{stderr}");
+    let lines = std::fs::read_to_string(&file).expect("the results file");
+    assert_eq!(lines.lines().count(), 2, "{lines}");
+    // Again: nothing re-run, the same table from the file.
+    let second = run("1");
+    let stderr2 = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stderr2}");
+    assert!(stderr2.contains("already in the results file"), "{stderr2}");
+    assert!(
+        !stderr2.contains("done (load"),
+        "re-ran a workload: {stderr2}"
+    );
+    let rows = |o: &std::process::Output| -> Value {
+        let doc: Value = serde_json::from_slice(&o.stdout).expect("a JSON document");
+        doc["rows"].clone()
+    };
+    assert_eq!(rows(&first), rows(&second));
+    // Other settings: refused, naming the file and line.
+    let other = run("2");
+    let stderr3 = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success());
+    assert!(
+        stderr3.contains(&format!("{}:1:", file.display())) && stderr3.contains("other settings"),
+        "{stderr3}"
+    );
+    let _ = std::fs::remove_file(&file);
+}

@@ -91,6 +91,16 @@ pub struct TraceArgs {
     /// (two events each; 0 skips it) [default: 2000000; 200000 with --quick].
     #[arg(long)]
     event_regions: Option<u64>,
+    /// Append each workload's runs to FILE (JSON lines) as it completes,
+    /// and skip the workloads FILE already holds: a table interrupted is
+    /// resumed by running the same command again. FILE must be of the
+    /// same settings (repetitions, buffers, thresholds, static).
+    #[arg(long, value_name = "FILE")]
+    results: Option<PathBuf>,
+    /// Print the estimate of the table's duration (from one untraced run of
+    /// each workload) and stop.
+    #[arg(long)]
+    estimate: bool,
     /// Instead of the table: the size targets. The trace-heavy program
     /// (`MTTL_TRACE_LEVEL=threads`, `equalized`, `--buffer`) run long
     /// enough to write SIZE of trace (K/M/G), untraced and traced; peak
@@ -499,6 +509,125 @@ fn bytes(text: &str) -> Result<u64, BenchError> {
         .map_err(|e| BenchError::Usage(format!("{text}: {e}")))
 }
 
+/// The settings a `--results` file's runs were taken with.
+fn fingerprint(plan: &Plan) -> Value {
+    json!({
+        "repetitions": plan.reps,
+        "buffer": plan.buffer,
+        "memory_buffer": plan.memory_buffer,
+        "thresholds": plan.thresholds,
+        "static": plan.static_z,
+    })
+}
+
+type Runs = Vec<(Column, Vec<Measured>)>;
+
+/// The workloads a `--results` file holds, by [`Job::key`]; an error if it
+/// is of other settings or does not parse (naming the file and line).
+fn load_results(
+    path: &std::path::Path,
+    plan: &Plan,
+) -> Result<std::collections::HashMap<String, Runs>, BenchError> {
+    let mut done = std::collections::HashMap::new();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(done),
+        Err(source) => {
+            return Err(BenchError::Io {
+                what: "read",
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    let bad = |line: usize, what: String| {
+        BenchError::Usage(format!("{}:{}: {what}", path.display(), line + 1))
+    };
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line).map_err(|e| {
+            bad(
+                i,
+                format!("not a JSON line ({e}); a torn last line can be deleted"),
+            )
+        })?;
+        if let Some(p) = v.get("plan") {
+            if *p != fingerprint(plan) {
+                return Err(bad(
+                    i,
+                    format!(
+                        "results of other settings ({p}, this run's {}): name another --results \
+                         file, or the same settings",
+                        fingerprint(plan)
+                    ),
+                ));
+            }
+            continue;
+        }
+        let key = v["job"]
+            .as_str()
+            .ok_or_else(|| bad(i, "expected a \"plan\" or a \"job\" line".into()))?;
+        let mut runs: Runs = Column::all().iter().map(|&c| (c, Vec::new())).collect();
+        for (c, ms) in &mut runs {
+            for m in v["columns"][c.name()].as_array().into_iter().flatten() {
+                ms.push(
+                    Measured::from_json(m).ok_or_else(|| {
+                        bad(i, format!("a run of {} that does not parse", c.name()))
+                    })?,
+                );
+            }
+            if ms.len() != plan.reps {
+                return Err(bad(
+                    i,
+                    format!(
+                        "{key} {}: {} runs, expected {}",
+                        c.name(),
+                        ms.len(),
+                        plan.reps
+                    ),
+                ));
+            }
+        }
+        done.insert(key.to_owned(), runs);
+    }
+    Ok(done)
+}
+
+/// Appends one workload's runs to the `--results` file (its settings
+/// first when it is new).
+fn append_result(
+    path: &std::path::Path,
+    plan: &Plan,
+    job: &Job,
+    runs: &Runs,
+) -> Result<(), BenchError> {
+    use std::io::Write as _;
+    let io = |source| BenchError::Io {
+        what: "append to",
+        path: path.to_owned(),
+        source,
+    };
+    let new = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io)?;
+    let mut text = String::new();
+    if new {
+        text += &format!("{}\n", json!({ "plan": fingerprint(plan) }));
+    }
+    let columns: serde_json::Map<String, Value> = runs
+        .iter()
+        .map(|(c, ms)| (c.name(), ms.iter().map(Measured::to_json).collect()))
+        .collect();
+    text += &format!("{}\n", json!({ "job": job.key(), "columns": columns }));
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.sync_data().map_err(io)
+}
+
 /// Runs `mttl-bench trace`.
 pub fn run(args: TraceArgs) -> Result<(), BenchError> {
     if let Some(program) = args.worker {
@@ -523,8 +652,23 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
     let load = uptime();
     let mut rows = Vec::new();
     let mut event_cost = None;
+    let mut done = match &args.results {
+        Some(path) => load_results(path, &plan)?,
+        None => Default::default(),
+    };
     let result = (|| {
+        estimate(&tools, &plan, &done, args.results.as_deref())?;
+        if args.estimate {
+            return Ok(());
+        }
         for job in &plan.jobs {
+            if let Some(runs) = done.remove(&job.key()) {
+                rows.push(Row {
+                    job: job.clone(),
+                    runs,
+                });
+                continue;
+            }
             let mut runs: Vec<(Column, Vec<Measured>)> =
                 Column::all().iter().map(|&c| (c, Vec::new())).collect();
             for rep in 0..plan.reps {
@@ -545,6 +689,16 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
                     }
                 }
             }
+            if let Some(path) = &args.results {
+                append_result(path, &plan, job, &runs)?;
+            }
+            eprintln!(
+                "mttl-bench trace: {} on {} ranks ({}) done (load {})",
+                job.label(),
+                job.np,
+                job.backend,
+                uptime()
+            );
             rows.push(Row {
                 job: job.clone(),
                 runs,
@@ -557,6 +711,9 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     result?;
+    if args.estimate {
+        return Ok(());
+    }
     let mut targets = targets(&rows, buffer);
     if let Some(ns) = event_cost {
         targets.push(Target {
@@ -578,6 +735,55 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
     } else {
         print!("{}", tables(&plan, &rows, &targets, &load));
     }
+    Ok(())
+}
+
+/// Prints (to stderr) how long the table will take: one untraced run of
+/// each workload still to run, its wall-clock time times the runs it will
+/// make (9 columns per repetition), times 1.5 for the traced runs' writes
+/// and the `mttl-trace` passes; plus the event-cost runs.
+fn estimate(
+    tools: &Tools,
+    plan: &Plan,
+    done: &std::collections::HashMap<String, Runs>,
+    results: Option<&std::path::Path>,
+) -> Result<(), BenchError> {
+    let runs = Column::all().len() * plan.reps;
+    let mut total = 0.0;
+    let mut lines = String::new();
+    for job in &plan.jobs {
+        if done.contains_key(&job.key()) {
+            let _ = writeln!(lines, "  {:<24} already in the results file", job.key());
+            continue;
+        }
+        let t0 = std::time::Instant::now();
+        job.measure(tools, None, false)?;
+        let one = t0.elapsed().as_secs_f64();
+        let all = one * runs as f64 * 1.5;
+        total += all;
+        let _ = writeln!(
+            lines,
+            "  {:<24} {one:>8.1} s a run untraced, about {:>8.0} s for its {runs} runs",
+            job.key(),
+            all
+        );
+    }
+    // The event-cost pairs: two short single-rank runs each.
+    total += plan.reps.max(5) as f64 * 2.0 * 2.0;
+    eprint!(
+        "mttl-bench trace: {} workloads, {} repetitions of {} columns; load {}\n{lines}\
+         estimated duration: {:.0} min ({:.1} h){}\n",
+        plan.jobs.len(),
+        plan.reps,
+        Column::all().len(),
+        uptime(),
+        total / 60.0,
+        total / 3600.0,
+        results.map_or(String::new(), |p| format!(
+            "; each workload's runs appended to {} as it completes",
+            p.display()
+        ))
+    );
     Ok(())
 }
 

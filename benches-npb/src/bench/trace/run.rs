@@ -86,6 +86,36 @@ pub(crate) struct Measured {
     pub(crate) violations: Option<u64>,
 }
 
+impl Measured {
+    /// As a JSON object (the `--results` file).
+    pub(crate) fn to_json(&self) -> Value {
+        serde_json::json!({
+            "seconds": self.seconds,
+            "compute_seconds": self.compute,
+            "block_after_flush_seconds": self.block_after_flush,
+            "block_other_seconds": self.block_other,
+            "peak_rss_bytes": self.peak_rss,
+            "trace_bytes": self.trace_bytes,
+            "reconstructed_seconds": self.reconstructed,
+            "violations": self.violations,
+        })
+    }
+
+    /// Back from [`Measured::to_json`]; `None` if `v` is not one.
+    pub(crate) fn from_json(v: &Value) -> Option<Measured> {
+        Some(Measured {
+            seconds: v["seconds"].as_f64()?,
+            compute: v["compute_seconds"].as_f64(),
+            block_after_flush: v["block_after_flush_seconds"].as_f64(),
+            block_other: v["block_other_seconds"].as_f64(),
+            peak_rss: v["peak_rss_bytes"].as_u64()?,
+            trace_bytes: v["trace_bytes"].as_u64()?,
+            reconstructed: v["reconstructed_seconds"].as_f64(),
+            violations: v["violations"].as_u64(),
+        })
+    }
+}
+
 /// Where the programs are: `npb`, `mttl-trace` and this `mttl-bench`.
 #[derive(Debug, Clone)]
 pub(crate) struct Tools {
@@ -137,6 +167,15 @@ fn failed(job: &Job, detail: String) -> BenchError {
 }
 
 impl Job {
+    /// The job's key in a `--results` file: workload, size, backend, ranks.
+    pub(crate) fn key(&self) -> String {
+        let size = match self.what {
+            Workload::Npb { .. } => String::new(),
+            Workload::Small { iters, size, .. } => format!(" {iters}x{size}"),
+        };
+        format!("{}{size} {} {}", self.label(), self.backend, self.np)
+    }
+
     /// The workload's name in the tables.
     pub(crate) fn label(&self) -> String {
         match self.what {
