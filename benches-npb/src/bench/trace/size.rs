@@ -5,8 +5,9 @@
 //!    `MTTL_TRACE_LEVEL=threads`) runs [`CALIBRATION_ITERS`] iterations
 //!    traced; its trace's bytes per iteration give the iterations that
 //!    write SIZE (all ranks together).
-//! 2. The program runs that long untraced: its peak resident set is the
-//!    program's own.
+//! 2. The program runs untraced for a tenth of that (its state does not
+//!    grow with the iterations; a smaller baseline only makes the target
+//!    stricter): its peak resident set is the program's own.
 //! 3. It runs traced under `equalized` with the flushing buffer
 //!    (`--buffer`, default 64 MiB): peak resident set, trace size.
 //! 4. `mttl-trace info`, `stats`, `check --json`, `reconstruct --json`
@@ -48,6 +49,12 @@ pub(crate) struct SizePlan {
     pub(crate) buffer: (String, u64),
     /// Also run `mttl-trace timeline` (its output discarded).
     pub(crate) timeline: bool,
+}
+
+/// The iterations of the untraced run: a tenth of the traced one's, at
+/// least the calibration's.
+fn untraced_iters(iters: u64) -> u64 {
+    (iters / 10).max(CALIBRATION_ITERS).min(iters)
 }
 
 /// One `mttl-trace` command on the trace.
@@ -144,7 +151,10 @@ pub(crate) fn run(
             mib(plan.target),
             calibration.seconds * iters as f64 / CALIBRATION_ITERS as f64
         );
-        let untraced = job(iters).measure(tools, None, false)?;
+        // The program's own memory does not grow with its iterations (no
+        // state is kept between them): a tenth of the run measures it, and
+        // a smaller baseline only makes the target stricter.
+        let untraced = job(untraced_iters(iters)).measure(tools, None, false)?;
         let traced = job(iters).measure(tools, Some((&trace_dir, &tracing)), false)?;
         let mut runs = Vec::new();
         let mut commands: Vec<&[&'static str]> = vec![
@@ -230,7 +240,11 @@ fn report(
             "iterations": iters,
             "buffer_bytes": plan.buffer.1,
             "trace_bytes": traced.trace_bytes,
-            "untraced": { "seconds": untraced.seconds, "peak_rss": untraced.peak_rss },
+            "untraced": {
+                "seconds": untraced.seconds,
+                "iterations": untraced_iters(iters),
+                "peak_rss": untraced.peak_rss,
+            },
             "traced": { "seconds": traced.seconds, "peak_rss": traced.peak_rss },
             "rss_limit": limit,
             "check": check,
@@ -255,9 +269,10 @@ fn report(
         mib(plan.buffer.1)
     );
     out += &format!(
-        "  untraced: {:.2} s, peak RSS {:.1} MiB\n  traced:   {:.2} s, peak RSS {:.1} MiB, \
-         trace {:.1} MiB ({times_buffer:.1}x the buffer)\n",
+        "  untraced: {:.2} s ({} iterations), peak RSS {:.1} MiB\n  traced:   {:.2} s, peak RSS \
+         {:.1} MiB, trace {:.1} MiB ({times_buffer:.1}x the buffer)\n",
         untraced.seconds,
+        untraced_iters(iters),
         mib(untraced.peak_rss),
         traced.seconds,
         mib(traced.peak_rss),
