@@ -86,7 +86,8 @@ fn tool(tools: &Tools, args: &[&'static str], dir: &Path) -> Result<ToolRun, Ben
     })?;
     let seconds = t0.elapsed().as_secs_f64();
     // `check` exits 1 when violations remain: its JSON says how many.
-    if !status_ok(status) && !(args[0] == "check" && !stdout.is_empty()) {
+    let check_said = args[0] == "check" && !stdout.is_empty();
+    if !status_ok(status) && !check_said {
         return Err(BenchError::Usage(format!(
             "mttl-trace {} {} failed (wait status {status}): {stderr}",
             args.join(" "),
