@@ -87,7 +87,7 @@ fn replicate(
         .ok_or_else(|| format!("{}: an end block of the wrong length", input.display()))?;
     let err = |e: std::io::Error| format!("{}: {e}", output.display());
     let mut w = BufWriter::with_capacity(1 << 20, File::create(output).map_err(err)?);
-    w.write_all(&head).map_err(err)?;
+    w.write_all(head).map_err(err)?;
     for k in 0..copies {
         for b in events {
             debug_assert_eq!(b.header.kind, BLOCK_EVENTS);
