@@ -124,7 +124,123 @@ fn quick_table_has_every_column_and_reconstructed_times() {
         rows[3]["compute_slowdown"].as_f64().is_some(),
         "matmul's compute"
     );
+    // Every block product is timed on one side of the flush split: the
+    // others always (a broadcast without a write precedes most), those
+    // after a write when T1 wrote during the loop.
+    let t1 = &rows[3]["columns"]["T1"]["runs"][0];
+    assert!(t1["block_other_seconds"].as_f64().is_some(), "{t1}");
+    let t = &rows[3]["columns"]["T"]["runs"][0];
+    assert!(
+        t["block_after_flush_seconds"].is_null(),
+        "a memory run never writes during the loop: {t}"
+    );
     let targets = doc["targets"].as_array().expect("targets");
     assert!(targets.len() >= 3 * rows.len(), "{targets:?}");
     assert!(targets.iter().all(|t| t["met"].is_boolean()));
+}
+
+#[test]
+fn heavy_size_reaches_its_size_in_bounded_memory_with_no_violation() {
+    let tools = tools();
+    let output = output_within_limit(Command::new(env!("CARGO_BIN_EXE_mttl-bench")).args([
+        "trace",
+        "--heavy-size",
+        "3M",
+        "--buffer",
+        "128K",
+        "--heavy",
+        "1,8",
+        "--backends",
+        "tcp",
+        "--json",
+        "--size-timeline",
+        "--tools",
+        tools.to_str().expect("a UTF-8 path"),
+    ]));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "mttl-bench trace --heavy-size failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    let doc: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+    assert_eq!(doc["mode"], "heavy-size");
+    let trace = doc["trace_bytes"].as_u64().expect("trace_bytes");
+    assert!(trace >= 3 << 20, "{doc}");
+    assert!(
+        trace >= 10 * doc["buffer_bytes"].as_u64().expect("buffer"),
+        "{doc}"
+    );
+    assert_eq!(doc["check"]["violations_after"], 0, "{doc}");
+    assert_eq!(doc["check"]["unmatched_sends"], 0, "{doc}");
+    let tools: Vec<&str> = doc["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["command"].as_str())
+        .collect();
+    assert_eq!(tools, ["info", "stats", "check", "reconstruct", "timeline"]);
+    for t in doc["targets"].as_array().expect("targets") {
+        assert_eq!(t["met"], true, "{t}");
+    }
+}
+
+#[test]
+fn results_file_resumes_and_refuses_other_settings() {
+    let tools = tools();
+    let file =
+        std::env::temp_dir().join(format!("mttl-trace-bench-results-{}", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let run = |reps: &str| {
+        output_within_limit(Command::new(env!("CARGO_BIN_EXE_mttl-bench")).args([
+            "trace",
+            "--quick",
+            "--json",
+            "--workloads",
+            "heavy",
+            "--heavy",
+            "20,4",
+            "--backends",
+            "tcp",
+            "--event-regions",
+            "0",
+            "--reps",
+            reps,
+            "--results",
+            file.to_str().expect("a UTF-8 path"),
+            "--tools",
+            tools.to_str().expect("a UTF-8 path"),
+        ]))
+    };
+    let first = run("1");
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{stderr}");
+    assert!(stderr.contains("estimated duration"), "{stderr}");
+    let lines = std::fs::read_to_string(&file).expect("the results file");
+    assert_eq!(lines.lines().count(), 2, "{lines}");
+    // Again: nothing re-run, the same table from the file.
+    let second = run("1");
+    let stderr2 = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stderr2}");
+    assert!(stderr2.contains("already in the results file"), "{stderr2}");
+    assert!(
+        !stderr2.contains("done (load"),
+        "re-ran a workload: {stderr2}"
+    );
+    let rows = |o: &std::process::Output| -> Value {
+        let doc: Value = serde_json::from_slice(&o.stdout).expect("a JSON document");
+        doc["rows"].clone()
+    };
+    assert_eq!(rows(&first), rows(&second));
+    // Other settings: refused, naming the file and line.
+    let other = run("2");
+    let stderr3 = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success());
+    assert!(
+        stderr3.contains(&format!("{}:1:", file.display())) && stderr3.contains("other settings"),
+        "{stderr3}"
+    );
+    let _ = std::fs::remove_file(&file);
 }

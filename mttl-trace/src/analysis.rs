@@ -13,11 +13,14 @@ use std::fmt::Write;
 use mttl_core::trace::format::{Event, Kind};
 
 use crate::clock::{is_tracing, Clocks};
-use crate::read::Trace;
+use crate::read::{RankTrace, Trace};
 
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
+
+/// The first line of `timeline`.
+pub(crate) const TIMELINE_HEAD: &str = "# begin_ms end_ms rank event peer a b\n";
 
 /// `timeline`: every event of every rank on rank 0's clock, in time
 /// order, ms from the earliest.
@@ -33,40 +36,47 @@ pub fn timeline(t: &Trace) -> String {
     }
     rows.sort_by_key(|&(b, end, rank, _)| (b, end, rank));
     let zero = rows.first().map_or(0, |r| r.0);
-    let mut out = String::from("# begin_ms end_ms rank event peer a b\n");
+    let mut out = String::from(TIMELINE_HEAD);
     for (b, end, rank, e) in rows {
-        let r = &t.ranks[rank];
-        let a = match e.kind {
-            Kind::InvokeIssued
-            | Kind::InvokeServed
-            | Kind::InvokeAnswered
-            | Kind::SyncWait
-            | Kind::CollEnter
-            | Kind::CollExit
-            | Kind::RegionBegin
-            | Kind::RegionEnd => r.name(e.a),
-            _ => e.a.to_string(),
-        };
-        let peer = e.peer.map_or("-".to_owned(), |p| p.to_string());
-        let _ = writeln!(
-            out,
-            "{:.6} {:.6} {rank} {} {peer} {a} {}",
-            ms(b - zero),
-            ms(end - zero),
-            e.kind.name(),
-            e.b
-        );
+        out += &timeline_row(&t.ranks[rank], rank, b - zero, end - zero, e);
     }
     out
+}
+
+/// One line of `timeline`: `rank`'s event `e` (of `r`) at `b` to `end`, ns
+/// from the earliest event.
+pub(crate) fn timeline_row(r: &RankTrace, rank: usize, b: u64, end: u64, e: &Event) -> String {
+    let a = match e.kind {
+        Kind::InvokeIssued
+        | Kind::InvokeServed
+        | Kind::InvokeAnswered
+        | Kind::SyncWait
+        | Kind::CollEnter
+        | Kind::CollExit
+        | Kind::RegionBegin
+        | Kind::RegionEnd => r.name(e.a),
+        _ => e.a.to_string(),
+    };
+    let peer = e.peer.map_or("-".to_owned(), |p| p.to_string());
+    format!(
+        "{:.6} {:.6} {rank} {} {peer} {a} {}\n",
+        ms(b),
+        ms(end),
+        e.kind.name(),
+        e.b
+    )
 }
 
 /// One rank of a reconstructed run.
 #[derive(Debug, Clone)]
 pub struct ReconstructedRank {
-    /// The program's events, suspensions removed, on rank 0's clock: the
+    /// The program's events, suspensions removed, on rank 0's clock
+    /// (empty when read by [`crate::TraceFiles`], which keeps none): the
     /// protocol's records, the trace's writes and the messages inside
     /// suspensions (the protocol's own) left out.
     pub events: Vec<Event>,
+    /// The program's events (as many as `events` holds when it was kept).
+    pub event_count: usize,
     /// Suspensions.
     pub suspensions: usize,
     /// Their Z summed (what reconstruction removes), ns.
@@ -106,39 +116,43 @@ pub struct RegionTime {
     pub reconstructed: u64,
 }
 
-/// Per rank and region name, the regions' time: each end is paired with
-/// the latest unclosed begin of its name on its rank.
-fn region_times(t: &Trace, clocks: &Clocks) -> Vec<RegionTime> {
-    let mut out = Vec::new();
-    for (rank, r) in t.ranks.iter().enumerate() {
-        let mut open: HashMap<u64, Vec<u64>> = HashMap::new();
-        // name id -> (count, traced, reconstructed), in order of first end.
-        let mut totals: Vec<(u64, u64, u64, u64)> = Vec::new();
-        for e in &r.events {
-            match e.kind {
-                Kind::RegionBegin => open.entry(e.a).or_default().push(e.end),
-                Kind::RegionEnd => {
-                    let Some(begin) = open.get_mut(&e.a).and_then(Vec::pop) else {
-                        continue;
-                    };
-                    let traced = e.end.saturating_sub(begin);
-                    let rec = clocks
-                        .corrected(rank, e.end)
-                        .saturating_sub(clocks.corrected(rank, begin));
-                    match totals.iter_mut().find(|t| t.0 == e.a) {
-                        Some(t) => {
-                            t.1 += 1;
-                            t.2 += traced;
-                            t.3 += rec;
-                        }
-                        None => totals.push((e.a, 1, traced, rec)),
+/// One rank's user regions, fed its events in order: each end is paired
+/// with the latest unclosed begin of its name.
+#[derive(Debug, Default)]
+pub(crate) struct Regions {
+    open: HashMap<u64, Vec<u64>>,
+    /// name id -> (count, traced, reconstructed), in order of first end.
+    totals: Vec<(u64, u64, u64, u64)>,
+}
+
+impl Regions {
+    pub(crate) fn add(&mut self, clocks: &Clocks, rank: usize, e: &Event) {
+        match e.kind {
+            Kind::RegionBegin => self.open.entry(e.a).or_default().push(e.end),
+            Kind::RegionEnd => {
+                let Some(begin) = self.open.get_mut(&e.a).and_then(Vec::pop) else {
+                    return;
+                };
+                let traced = e.end.saturating_sub(begin);
+                let rec = clocks
+                    .corrected(rank, e.end)
+                    .saturating_sub(clocks.corrected(rank, begin));
+                match self.totals.iter_mut().find(|t| t.0 == e.a) {
+                    Some(t) => {
+                        t.1 += 1;
+                        t.2 += traced;
+                        t.3 += rec;
                     }
+                    None => self.totals.push((e.a, 1, traced, rec)),
                 }
-                _ => {}
             }
+            _ => {}
         }
+    }
+
+    pub(crate) fn finish(self, rank: usize, r: &RankTrace, out: &mut Vec<RegionTime>) {
         out.extend(
-            totals
+            self.totals
                 .into_iter()
                 .map(|(id, count, traced, reconstructed)| RegionTime {
                     rank,
@@ -149,13 +163,93 @@ fn region_times(t: &Trace, clocks: &Clocks) -> Vec<RegionTime> {
                 }),
         );
     }
-    out
 }
 
-fn span(events: &[Event]) -> u64 {
-    let b = events.iter().map(|e| e.begin).min();
-    let e = events.iter().map(|e| e.end).max();
-    b.zip(e).map_or(0, |(b, e)| e.saturating_sub(b))
+/// First begin and last end of the events fed.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Span {
+    first: Option<u64>,
+    last: u64,
+}
+
+impl Span {
+    pub(crate) fn add(&mut self, begin: u64, end: u64) {
+        self.first = Some(self.first.map_or(begin, |f| f.min(begin)));
+        self.last = self.last.max(end);
+    }
+
+    pub(crate) fn merge(&mut self, o: Span) {
+        if let Some(f) = o.first {
+            self.add(f, o.last);
+        }
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        self.first.map_or(0, |f| self.last.saturating_sub(f))
+    }
+}
+
+/// One rank's reconstruction, fed its events in order; `keep` collects
+/// the kept events when the caller wants them.
+#[derive(Debug, Default)]
+pub(crate) struct RankRecon {
+    pub(crate) events: Vec<Event>,
+    keep: bool,
+    count: usize,
+    traced: Span,
+    span: Span,
+    regions: Regions,
+}
+
+impl RankRecon {
+    pub(crate) fn new(keep: bool) -> RankRecon {
+        RankRecon {
+            keep,
+            ..RankRecon::default()
+        }
+    }
+
+    pub(crate) fn add(&mut self, clocks: &Clocks, rank: usize, e: &Event) {
+        self.traced.add(e.begin, e.end);
+        self.regions.add(clocks, rank, e);
+        if !kept_in_reconstruction(clocks, rank, e) {
+            return;
+        }
+        let c = Event {
+            begin: clocks.corrected(rank, e.begin),
+            end: clocks.corrected(rank, e.end),
+            ..*e
+        };
+        self.count += 1;
+        self.span.add(c.begin, c.end);
+        if self.keep {
+            self.events.push(c);
+        }
+    }
+
+    /// The rank's figures; its regions go to `regions`, its span is
+    /// merged into `all`.
+    pub(crate) fn finish(
+        self,
+        clocks: &Clocks,
+        rank: usize,
+        r: &RankTrace,
+        regions: &mut Vec<RegionTime>,
+        all: &mut Span,
+    ) -> ReconstructedRank {
+        self.regions.finish(rank, r, regions);
+        all.merge(self.span);
+        let (suspensions, suspended, waited) = clocks.suspended(rank);
+        ReconstructedRank {
+            events: self.events,
+            event_count: self.count,
+            suspensions,
+            suspended,
+            waited,
+            traced_span: self.traced.len(),
+            span: self.span.len(),
+        }
+    }
 }
 
 /// Whether `rank`'s event `e` is the program's, kept when the suspensions
@@ -169,42 +263,29 @@ pub fn kept_in_reconstruction(clocks: &Clocks, rank: usize, e: &Event) -> bool {
 /// Removes the suspensions of `t` (see [`crate::clock`]).
 pub fn reconstruct(t: &Trace) -> Reconstruction {
     let clocks = Clocks::removing_lone_writes(t);
+    let (mut regions, mut all) = (Vec::new(), Span::default());
     let mut ranks = Vec::new();
     for (rank, r) in t.ranks.iter().enumerate() {
-        let events: Vec<Event> = r
-            .events
-            .iter()
-            .filter(|e| kept_in_reconstruction(&clocks, rank, e))
-            .map(|e| Event {
-                begin: clocks.corrected(rank, e.begin),
-                end: clocks.corrected(rank, e.end),
-                ..*e
-            })
-            .collect();
-        let (suspensions, suspended, waited) = clocks.suspended(rank);
-        ranks.push(ReconstructedRank {
-            span: span(&events),
-            traced_span: span(&r.events),
-            events,
-            suspensions,
-            suspended,
-            waited,
-        });
+        let mut rec = RankRecon::new(true);
+        for e in &r.events {
+            rec.add(&clocks, rank, e);
+        }
+        ranks.push(rec.finish(&clocks, rank, r, &mut regions, &mut all));
     }
-    let all: Vec<Event> = ranks
-        .iter()
-        .flat_map(|r| r.events.iter().copied())
-        .collect();
     Reconstruction {
-        run_time: span(&all),
+        run_time: all.len(),
         ranks,
-        regions: region_times(t, &clocks),
+        regions,
     }
 }
 
 /// `reconstruct`'s text: the run time, then per rank its totals.
 pub fn reconstruct_report(t: &Trace) -> String {
-    let rec = reconstruct(t);
+    reconstruction_text(&reconstruct(t))
+}
+
+/// [`reconstruct_report`] of a reconstruction.
+pub fn reconstruction_text(rec: &Reconstruction) -> String {
     let mut out = format!("reconstructed run time: {:.3} ms\n", ms(rec.run_time));
     for (rank, r) in rec.ranks.iter().enumerate() {
         let _ = writeln!(
@@ -216,7 +297,7 @@ pub fn reconstruct_report(t: &Trace) -> String {
             ms(r.suspended),
             ms(r.waited),
             ms(r.span),
-            r.events.len()
+            r.event_count
         );
     }
     for g in &rec.regions {
@@ -239,7 +320,11 @@ pub fn reconstruct_report(t: &Trace) -> String {
 /// `events`; `regions`, per rank and region name `rank`, `name`, `count`,
 /// `traced_ns`, `reconstructed_ns`.
 pub fn reconstruct_json(t: &Trace) -> String {
-    let rec = reconstruct(t);
+    reconstruction_json(&reconstruct(t))
+}
+
+/// [`reconstruct_json`] of a reconstruction.
+pub fn reconstruction_json(rec: &Reconstruction) -> String {
     let ranks: Vec<serde_json::Value> = rec
         .ranks
         .iter()
@@ -250,7 +335,7 @@ pub fn reconstruct_json(t: &Trace) -> String {
                 "waited_ns": r.waited,
                 "traced_span_ns": r.traced_span,
                 "span_ns": r.span,
-                "events": r.events.len(),
+                "events": r.event_count,
             })
         })
         .collect();
@@ -377,16 +462,25 @@ pub fn check(t: &Trace) -> Check {
         let (rank, ri) = p.recv;
         let begin = t.ranks[from].events[si].begin;
         let end = t.ranks[rank].events[ri].end;
-        if end < begin {
-            c.violations_before += 1;
-        }
-        if clocks.suspended_at(from, begin) && clocks.suspended_at(rank, end) {
-            c.inside_suspensions += 1;
-        } else if clocks.corrected(rank, end) < clocks.corrected(from, begin) {
-            c.violations_after += 1;
-        }
+        c.judge(&clocks, (from, begin), (rank, end));
     }
     c
+}
+
+impl Check {
+    /// Counts one pair: sent by rank `send.0` at its time `send.1` (the
+    /// send's begin), received by `recv.0` at `recv.1` (the receive's end).
+    pub(crate) fn judge(&mut self, clocks: &Clocks, send: (usize, u64), recv: (usize, u64)) {
+        let ((from, begin), (rank, end)) = (send, recv);
+        if end < begin {
+            self.violations_before += 1;
+        }
+        if clocks.suspended_at(from, begin) && clocks.suspended_at(rank, end) {
+            self.inside_suspensions += 1;
+        } else if clocks.corrected(rank, end) < clocks.corrected(from, begin) {
+            self.violations_after += 1;
+        }
+    }
 }
 
 /// `check`'s text.

@@ -109,14 +109,6 @@ enum Command {
     },
 }
 
-/// A command's text and whether it passed.
-type Report = fn(&mttl_trace::Trace) -> (String, bool);
-
-fn check(t: &mttl_trace::Trace) -> (String, bool) {
-    let c = mttl_trace::check(t);
-    (mttl_trace::check_report(&c), !c.failed())
-}
-
 /// `export`: each format asked for, each output said; fails on the
 /// first that cannot be written.
 fn export(
@@ -155,14 +147,77 @@ fn export(
     Ok(())
 }
 
-fn check_json(t: &mttl_trace::Trace) -> (String, bool) {
-    let c = mttl_trace::check(t);
-    (mttl_trace::check_json(&c), !c.failed())
+/// What a command read block by block does with the files.
+type Streamed = fn(&mut mttl_trace::TraceFiles, bool) -> Result<(String, bool), String>;
+
+fn info(f: &mut mttl_trace::TraceFiles, _: bool) -> Result<(String, bool), String> {
+    Ok((f.info(), true))
+}
+
+fn stats(f: &mut mttl_trace::TraceFiles, _: bool) -> Result<(String, bool), String> {
+    Ok((f.stats().map_err(|e| e.to_string())?, true))
+}
+
+fn reconstruct(f: &mut mttl_trace::TraceFiles, json: bool) -> Result<(String, bool), String> {
+    let rec = f.reconstruct().map_err(|e| e.to_string())?;
+    let text = if json {
+        mttl_trace::reconstruction_json(&rec)
+    } else {
+        mttl_trace::reconstruction_text(&rec)
+    };
+    Ok((text, true))
+}
+
+fn check(f: &mut mttl_trace::TraceFiles, json: bool) -> Result<(String, bool), String> {
+    let c = f.check().map_err(|e| e.to_string())?;
+    let text = if json {
+        mttl_trace::check_json(&c)
+    } else {
+        mttl_trace::check_report(&c)
+    };
+    Ok((text, !c.failed()))
+}
+
+/// `timeline`, written as it is merged (its text is the trace's size).
+fn timeline(f: &mut mttl_trace::TraceFiles, _: bool) -> Result<(String, bool), String> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let done = f
+        .timeline(&std::env::temp_dir(), &mut out)
+        .and_then(|()| std::io::Write::flush(&mut out).map_err(mttl_trace::TimelineError::Output));
+    match done {
+        // A reader that stops early (`| head`) is no error of ours.
+        Ok(()) | Err(mttl_trace::TimelineError::Output(_)) => Ok((String::new(), true)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Runs a command that reads the files block by block
+/// ([`mttl_trace::TraceFiles`]).
+fn streamed(dir: &Path, json: bool, command: Streamed) -> ExitCode {
+    let done = mttl_trace::TraceFiles::open(dir)
+        .map_err(|e| e.to_string())
+        .and_then(|mut f| command(&mut f, json));
+    match done {
+        Ok((text, ok)) => {
+            // A reader that stops early (`| head`) is no error of ours.
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("mttl-trace: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (dir, report): (_, Report) = match cli.command {
+    match cli.command {
         Command::Export {
             dir,
             perfetto,
@@ -185,13 +240,13 @@ fn main() -> ExitCode {
             let done = mttl_trace::read_dir(&dir)
                 .map_err(|e| e.to_string())
                 .and_then(|t| export(&t, perfetto, otf2, opts).map_err(|e| e.to_string()));
-            return match done {
+            match done {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("mttl-trace: {e}");
                     ExitCode::FAILURE
                 }
-            };
+            }
         }
         Command::Scale {
             to,
@@ -205,35 +260,13 @@ fn main() -> ExitCode {
                 class,
                 to,
             };
-            return scale(&dir, &out, &opts);
+            scale(&dir, &out, &opts)
         }
-        Command::Info { dir } => (dir, |t| (mttl_trace::info(t), true)),
-        Command::Stats { dir } => (dir, |t| (mttl_trace::stats(t), true)),
-        Command::Timeline { dir } => (dir, |t| (mttl_trace::timeline(t), true)),
-        Command::Reconstruct { dir, json: false } => {
-            (dir, |t| (mttl_trace::reconstruct_report(t), true))
-        }
-        Command::Reconstruct { dir, json: true } => {
-            (dir, |t| (mttl_trace::reconstruct_json(t), true))
-        }
-        Command::Check { dir, json: false } => (dir, check),
-        Command::Check { dir, json: true } => (dir, check_json),
-    };
-    match mttl_trace::read_dir(&dir) {
-        Ok(trace) => {
-            let (text, ok) = report(&trace);
-            // A reader that stops early (`| head`) is no error of ours.
-            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
-            if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-        Err(e) => {
-            eprintln!("mttl-trace: {e}");
-            ExitCode::FAILURE
-        }
+        Command::Info { dir } => streamed(&dir, false, info),
+        Command::Stats { dir } => streamed(&dir, false, stats),
+        Command::Timeline { dir } => streamed(&dir, false, timeline),
+        Command::Reconstruct { dir, json } => streamed(&dir, json, reconstruct),
+        Command::Check { dir, json } => streamed(&dir, json, check),
     }
 }
 

@@ -141,85 +141,228 @@ fn corrupt(path: &Path, offset: usize, what: impl Into<String>) -> ReadError {
     }
 }
 
+/// The largest block payload a recorder writes (`docs/trace-format.md`):
+/// a longer one is corruption, never read into memory.
+pub const MAX_PAYLOAD: usize = 1 << 20;
+
+/// One rank's file read block by block: the memory it holds is one block's
+/// payload and events, and the rank's name table, whatever the file's size.
+#[derive(Debug)]
+pub struct RankReader<R> {
+    path: PathBuf,
+    src: R,
+    /// The file's length in bytes.
+    len: u64,
+    /// The offset of the next block.
+    pos: u64,
+    header: FileHeader,
+    names: HashMap<u64, String>,
+    blocks: usize,
+    ending: Option<Ending>,
+    payload: Vec<u8>,
+}
+
+impl RankReader<std::io::BufReader<std::fs::File>> {
+    /// Opens `path` and reads its header.
+    pub fn open(path: &Path) -> Result<Self, ReadError> {
+        let io = |source| ReadError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        RankReader::new(path, std::io::BufReader::with_capacity(1 << 18, file), len)
+    }
+}
+
+impl<R: std::io::Read> RankReader<R> {
+    /// Reads the header of the `len` bytes `src` gives (`path` names it in
+    /// errors).
+    pub fn new(path: &Path, mut src: R, len: u64) -> Result<Self, ReadError> {
+        let mut head = vec![0u8; (len as usize).min(FILE_HEADER_LEN)];
+        src.read_exact(&mut head).map_err(|source| ReadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let header = FileHeader::decode(&head).map_err(|e| match e {
+            HeaderError::Short => corrupt(path, head.len(), "shorter than a trace file's header"),
+            HeaderError::Magic => corrupt(path, 0, "not an mttl trace file (bad magic)"),
+            HeaderError::Checksum => corrupt(path, 0, "the header's checksum does not match"),
+            HeaderError::Version(found) => ReadError::Version {
+                path: path.to_owned(),
+                found,
+                ours: format::VERSION,
+                beside: String::new(),
+            },
+        })?;
+        Ok(RankReader {
+            path: path.to_owned(),
+            src,
+            len,
+            pos: FILE_HEADER_LEN as u64,
+            header,
+            names: HashMap::new(),
+            blocks: 0,
+            ending: None,
+            payload: Vec::new(),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's header.
+    pub fn header(&self) -> &FileHeader {
+        &self.header
+    }
+
+    /// The names read so far (a name is recorded before its first use).
+    pub fn names(&self) -> &HashMap<u64, String> {
+        &self.names
+    }
+
+    /// Complete blocks read so far (the end block included).
+    pub fn blocks(&self) -> usize {
+        self.blocks
+    }
+
+    /// How the file ends, once [`RankReader::next_block`] said so.
+    pub fn ending(&self) -> Option<&Ending> {
+        self.ending.as_ref()
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.src.read_exact(buf).map_err(|source| ReadError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Replaces `out` with the events of the next block; `false` (and
+    /// `out` empty) once the file has ended ([`RankReader::ending`] says
+    /// how).
+    pub fn next_block(&mut self, out: &mut Vec<Event>) -> Result<bool, ReadError> {
+        out.clear();
+        loop {
+            if self.ending.is_some() {
+                return Ok(false);
+            }
+            let pos = self.pos;
+            let stopped = if self.header.status == STATUS_WRITE_FAILED {
+                Ending::WriteFailed { offset: pos }
+            } else {
+                Ending::Truncated { offset: pos }
+            };
+            if self.len - pos < BLOCK_HEADER_LEN as u64 {
+                // Nothing more, or a header torn by the end of the file.
+                self.ending = Some(stopped);
+                return Ok(false);
+            }
+            let mut hb = [0u8; BLOCK_HEADER_LEN];
+            self.read(&mut hb)?;
+            let at = pos as usize;
+            let bh = BlockHeader::decode(&hb)
+                .ok_or_else(|| corrupt(&self.path, at, "bad block magic"))?;
+            let start = pos + BLOCK_HEADER_LEN as u64;
+            if self.len - start < u64::from(bh.len) {
+                self.ending = Some(stopped);
+                return Ok(false);
+            }
+            if bh.len as usize > MAX_PAYLOAD {
+                return Err(corrupt(
+                    &self.path,
+                    at,
+                    format!(
+                        "a block of {} bytes (blocks hold at most {MAX_PAYLOAD})",
+                        bh.len
+                    ),
+                ));
+            }
+            let mut payload = std::mem::take(&mut self.payload);
+            payload.resize(bh.len as usize, 0);
+            let read = self.read(&mut payload);
+            self.payload = payload;
+            read?;
+            let payload = &self.payload[..];
+            if format::checksum(&[&hb[..24], payload]) != bh.checksum {
+                return Err(corrupt(
+                    &self.path,
+                    at,
+                    "the block's checksum does not match",
+                ));
+            }
+            let after = start + u64::from(bh.len);
+            match bh.kind {
+                BLOCK_EVENTS => read_records(
+                    &mut self.names,
+                    out,
+                    &self.path,
+                    start as usize,
+                    payload,
+                    &bh,
+                )?,
+                BLOCK_END => {
+                    let totals = EndTotals::decode(payload).ok_or_else(|| {
+                        corrupt(
+                            &self.path,
+                            start as usize,
+                            "an end block of the wrong length",
+                        )
+                    })?;
+                    self.blocks += 1;
+                    if after != self.len {
+                        return Err(corrupt(
+                            &self.path,
+                            after as usize,
+                            "bytes after the end block",
+                        ));
+                    }
+                    self.ending = Some(Ending::Complete(totals));
+                    return Ok(false);
+                }
+                k => return Err(corrupt(&self.path, at, format!("unknown block kind {k}"))),
+            }
+            self.blocks += 1;
+            self.pos = after;
+            if !out.is_empty() {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Reads the rest of the file into a [`RankTrace`].
+    pub fn read_all(mut self) -> Result<RankTrace, ReadError> {
+        let mut events = Vec::new();
+        let mut block = Vec::new();
+        while self.next_block(&mut block)? {
+            events.append(&mut block);
+        }
+        Ok(RankTrace {
+            ending: self.ending.clone().expect("the file has ended"),
+            path: self.path,
+            header: self.header,
+            events,
+            names: self.names,
+            blocks: self.blocks,
+        })
+    }
+}
+
 /// Reads one rank's file.
 pub fn read_file(path: &Path) -> Result<RankTrace, ReadError> {
-    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    parse(path, &bytes)
+    RankReader::open(path)?.read_all()
 }
 
 /// Reads one rank's trace from its bytes (`path` names it in errors).
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<RankTrace, ReadError> {
-    let header = FileHeader::decode(bytes).map_err(|e| match e {
-        HeaderError::Short => corrupt(path, bytes.len(), "shorter than a trace file's header"),
-        HeaderError::Magic => corrupt(path, 0, "not an mttl trace file (bad magic)"),
-        HeaderError::Checksum => corrupt(path, 0, "the header's checksum does not match"),
-        HeaderError::Version(found) => ReadError::Version {
-            path: path.to_owned(),
-            found,
-            ours: format::VERSION,
-            beside: String::new(),
-        },
-    })?;
-    let mut trace = RankTrace {
-        path: path.to_owned(),
-        header,
-        events: Vec::new(),
-        names: HashMap::new(),
-        blocks: 0,
-        ending: Ending::Truncated {
-            offset: FILE_HEADER_LEN as u64,
-        },
-    };
-    let mut pos = FILE_HEADER_LEN;
-    loop {
-        let stopped = if header.status == STATUS_WRITE_FAILED {
-            Ending::WriteFailed { offset: pos as u64 }
-        } else {
-            Ending::Truncated { offset: pos as u64 }
-        };
-        let Some(hb) = bytes.get(pos..pos + BLOCK_HEADER_LEN) else {
-            // Nothing more, or a header torn by the end of the file.
-            trace.ending = stopped;
-            return Ok(trace);
-        };
-        let hb: &[u8; BLOCK_HEADER_LEN] = hb.try_into().expect("a block header's length");
-        let bh = BlockHeader::decode(hb).ok_or_else(|| corrupt(path, pos, "bad block magic"))?;
-        let start = pos + BLOCK_HEADER_LEN;
-        let Some(payload) = start
-            .checked_add(bh.len as usize)
-            .and_then(|end| bytes.get(start..end))
-        else {
-            trace.ending = stopped;
-            return Ok(trace);
-        };
-        if format::checksum(&[&hb[..24], payload]) != bh.checksum {
-            return Err(corrupt(path, pos, "the block's checksum does not match"));
-        }
-        match bh.kind {
-            BLOCK_EVENTS => read_records(&mut trace, path, start, payload, &bh)?,
-            BLOCK_END => {
-                let totals = EndTotals::decode(payload)
-                    .ok_or_else(|| corrupt(path, start, "an end block of the wrong length"))?;
-                trace.blocks += 1;
-                let after = start + payload.len();
-                if after != bytes.len() {
-                    return Err(corrupt(path, after, "bytes after the end block"));
-                }
-                trace.ending = Ending::Complete(totals);
-                return Ok(trace);
-            }
-            k => return Err(corrupt(path, pos, format!("unknown block kind {k}"))),
-        }
-        trace.blocks += 1;
-        pos = start + payload.len();
-    }
+    RankReader::new(path, bytes, bytes.len() as u64)?.read_all()
 }
 
 fn read_records(
-    trace: &mut RankTrace,
+    names: &mut HashMap<u64, String>,
+    out: &mut Vec<Event>,
     path: &Path,
     start: usize,
     payload: &[u8],
@@ -229,9 +372,9 @@ fn read_records(
     for _ in 0..bh.count {
         match format::decode_record(payload, &mut p, &mut prev) {
             Ok(Record::Name { id, name }) => {
-                trace.names.insert(id, name);
+                names.insert(id, name);
             }
-            Ok(Record::Event(e)) => trace.events.push(e),
+            Ok(Record::Event(e)) => out.push(e),
             Err(e) => return Err(corrupt(path, start + e.offset, e.what)),
         }
     }
@@ -247,6 +390,23 @@ fn read_records(
 
 /// Reads every rank's file in `dir` and checks they are one run's.
 pub fn read_dir(dir: &Path) -> Result<Trace, ReadError> {
+    let ranks = open_dir(dir)?
+        .into_iter()
+        .map(RankReader::read_all)
+        .collect::<Result<_, _>>()?;
+    Ok(Trace {
+        dir: dir.to_owned(),
+        ranks,
+    })
+}
+
+/// A file of `dir` opened, its header read.
+pub type FileReader = RankReader<std::io::BufReader<std::fs::File>>;
+
+/// Opens every rank's file in `dir`, checks from their headers that they
+/// are one run's (same job and format version, every rank once) and gives
+/// their readers in rank order, nothing read past the headers.
+pub fn open_dir(dir: &Path) -> Result<Vec<FileReader>, ReadError> {
     let io = |source| ReadError::Io {
         path: dir.to_owned(),
         source,
@@ -262,9 +422,9 @@ pub fn read_dir(dir: &Path) -> Result<Trace, ReadError> {
     if paths.is_empty() {
         return Err(ReadError::Empty(dir.to_owned()));
     }
-    let mut ranks: Vec<RankTrace> = Vec::new();
+    let mut ranks: Vec<FileReader> = Vec::new();
     for path in &paths {
-        let t = match read_file(path) {
+        let t = match RankReader::open(path) {
             Err(ReadError::Version {
                 path,
                 found,
@@ -316,8 +476,5 @@ pub fn read_dir(dir: &Path) -> Result<Trace, ReadError> {
             ),
         });
     }
-    Ok(Trace {
-        dir: dir.to_owned(),
-        ranks,
-    })
+    Ok(ranks)
 }

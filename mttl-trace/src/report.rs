@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use mttl_core::trace::format::{Kind, LOOP_THREAD};
+use mttl_core::trace::format::{Event, Kind, LOOP_THREAD};
 
 use crate::read::{Ending, RankTrace, Trace};
 
@@ -11,9 +11,47 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
+/// What `info` says of one rank's events, fed in order.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct RankSummary {
+    events: u64,
+    first_begin: Option<u64>,
+    last_end: u64,
+    threads: u64,
+    switches: u64,
+}
+
+impl RankSummary {
+    pub(crate) fn add(&mut self, e: &Event) {
+        self.events += 1;
+        self.first_begin.get_or_insert(e.begin);
+        self.last_end = e.end;
+        match e.kind {
+            Kind::ThreadSpawn => self.threads += 1,
+            Kind::ThreadRun => self.switches += 1,
+            _ => {}
+        }
+    }
+}
+
 /// `info`: the job, then per rank its events, blocks, time span and how
 /// its trace ends.
 pub fn info(t: &Trace) -> String {
+    let summaries: Vec<RankSummary> = t
+        .ranks
+        .iter()
+        .map(|r| {
+            let mut s = RankSummary::default();
+            r.events.iter().for_each(|e| s.add(e));
+            s
+        })
+        .collect();
+    info_text(t, &summaries)
+}
+
+/// [`info`] of the ranks' headers and endings in `t` and their events'
+/// summaries.
+pub(crate) fn info_text(t: &Trace, summaries: &[RankSummary]) -> String {
     let h = &t.ranks[0].header;
     let policy = match h.policy {
         1 => "memory",
@@ -30,11 +68,10 @@ pub fn info(t: &Trace) -> String {
         h.version,
         h.buffer
     );
-    for r in &t.ranks {
-        let span = match (r.events.first(), r.events.last()) {
-            (Some(a), Some(b)) => b.end.saturating_sub(a.begin),
-            _ => 0,
-        };
+    for (r, s) in t.ranks.iter().zip(summaries) {
+        let span = s
+            .first_begin
+            .map_or(0, |first| s.last_end.saturating_sub(first));
         let ending = match &r.ending {
             Ending::Complete(totals) => format!(
                 "complete ({} flushes before the end, {} events dropped)",
@@ -47,16 +84,7 @@ pub fn info(t: &Trace) -> String {
                 format!("INCOMPLETE: a write failed; readable up to byte {offset}")
             }
         };
-        let threads = r
-            .events
-            .iter()
-            .filter(|e| e.kind == Kind::ThreadSpawn)
-            .count();
-        let switches = r
-            .events
-            .iter()
-            .filter(|e| e.kind == Kind::ThreadRun)
-            .count();
+        let (threads, switches) = (s.threads, s.switches);
         let level = if switches > 0 || threads > 0 {
             format!(", {threads} threads spawned, {switches} switches")
         } else {
@@ -66,7 +94,7 @@ pub fn info(t: &Trace) -> String {
             out,
             "rank {}: {} events, {} blocks, {:.3} ms{level}, {ending}",
             r.header.rank,
-            r.events.len(),
+            s.events,
             r.blocks,
             ms(span)
         );
@@ -96,124 +124,152 @@ impl Tally {
 pub fn stats(t: &Trace) -> String {
     let mut out = String::new();
     for r in &t.ranks {
-        let _ = writeln!(out, "rank {}:", r.header.rank);
-        rank_stats(r, &mut out);
+        let mut s = RankStats::default();
+        r.events.iter().for_each(|e| s.add(r, e));
+        s.write(r, &mut out);
     }
     out
 }
 
-fn rank_stats(r: &RankTrace, out: &mut String) {
-    let mut by_kind: BTreeMap<Kind, Tally> = BTreeMap::new();
-    let mut colls: BTreeMap<String, Tally> = BTreeMap::new();
-    let mut regions: BTreeMap<String, Tally> = BTreeMap::new();
-    let mut served: BTreeMap<String, Tally> = BTreeMap::new();
-    let mut open_coll: Option<(u64, u64)> = None;
-    let mut open_regions: Vec<(u64, u64)> = Vec::new();
-    let mut suspensions = Suspensions::default();
-    let mut threads = Threads::default();
-    for e in &r.events {
+/// `stats` of one rank, fed its events in order.
+#[derive(Debug, Default)]
+pub(crate) struct RankStats {
+    by_kind: BTreeMap<Kind, Tally>,
+    colls: BTreeMap<String, Tally>,
+    regions: BTreeMap<String, Tally>,
+    served: BTreeMap<String, Tally>,
+    open_coll: Option<(u64, u64)>,
+    open_regions: Vec<(u64, u64)>,
+    suspensions: Suspensions,
+    threads: Threads,
+}
+
+impl RankStats {
+    /// Counts `e`, an event of `r` (whose names are all known).
+    pub(crate) fn add(&mut self, r: &RankTrace, e: &Event) {
         let dur = e.end - e.begin;
+        let threads = &mut self.threads;
         match e.kind {
             Kind::ThreadSpawn => threads.spawn(e.b, r.name(e.a)),
             Kind::ThreadRun => threads.run(e.b, e.end),
             Kind::ThreadBlock => threads.block(r.name(e.a), e.end),
             Kind::ThreadExit => threads.exit(e.end),
-            Kind::Suspension => suspensions.add(e.a, e.b, dur),
-            Kind::SuspensionClock => suspensions.clock(e.a, e.b),
-            Kind::CollEnter => open_coll = Some((e.b, e.end)),
+            Kind::Suspension => self.suspensions.add(e.a, e.b, dur),
+            Kind::SuspensionClock => self.suspensions.clock(e.a, e.b),
+            Kind::CollEnter => self.open_coll = Some((e.b, e.end)),
             Kind::CollExit => {
-                if let Some((seq, t0)) = open_coll.take() {
+                if let Some((seq, t0)) = self.open_coll.take() {
                     if seq == e.b {
-                        colls.entry(r.name(e.a)).or_default().add(e.end - t0, 0);
+                        self.colls
+                            .entry(r.name(e.a))
+                            .or_default()
+                            .add(e.end - t0, 0);
                     }
                 }
             }
-            Kind::RegionBegin => open_regions.push((e.a, e.end)),
+            Kind::RegionBegin => self.open_regions.push((e.a, e.end)),
             Kind::RegionEnd => {
-                if let Some(i) = open_regions.iter().rposition(|&(a, _)| a == e.a) {
-                    let (_, t0) = open_regions.remove(i);
-                    regions.entry(r.name(e.a)).or_default().add(e.end - t0, 0);
+                if let Some(i) = self.open_regions.iter().rposition(|&(a, _)| a == e.a) {
+                    let (_, t0) = self.open_regions.remove(i);
+                    self.regions
+                        .entry(r.name(e.a))
+                        .or_default()
+                        .add(e.end - t0, 0);
                 }
             }
-            Kind::InvokeServed => served.entry(r.name(e.a)).or_default().add(dur, 0),
-            _ => by_kind.entry(e.kind).or_default().add(dur, e.b),
+            Kind::InvokeServed => self.served.entry(r.name(e.a)).or_default().add(dur, 0),
+            _ => self.by_kind.entry(e.kind).or_default().add(dur, e.b),
         }
     }
-    let section = |out: &mut String, title: &str, rows: Vec<(String, Tally)>, bytes: bool| {
-        if rows.is_empty() {
-            return;
-        }
-        let _ = writeln!(out, "  {title}:");
-        for (name, t) in rows {
-            let _ = write!(
-                out,
-                "    {name:<24} {:>9} calls {:>12.3} ms",
-                t.count,
-                ms(t.ns)
-            );
-            if bytes {
-                let _ = write!(out, " {:>14} bytes", t.bytes);
+
+    /// The rank's section of `stats`.
+    pub(crate) fn write(self, r: &RankTrace, out: &mut String) {
+        let _ = writeln!(out, "rank {}:", r.header.rank);
+        let RankStats {
+            by_kind,
+            colls,
+            regions,
+            served,
+            suspensions,
+            threads,
+            ..
+        } = self;
+        let section = |out: &mut String, title: &str, rows: Vec<(String, Tally)>, bytes: bool| {
+            if rows.is_empty() {
+                return;
             }
-            out.push('\n');
+            let _ = writeln!(out, "  {title}:");
+            for (name, t) in rows {
+                let _ = write!(
+                    out,
+                    "    {name:<24} {:>9} calls {:>12.3} ms",
+                    t.count,
+                    ms(t.ns)
+                );
+                if bytes {
+                    let _ = write!(out, " {:>14} bytes", t.bytes);
+                }
+                out.push('\n');
+            }
+        };
+        let pick = |f: fn(Kind) -> bool| -> Vec<(String, Tally)> {
+            by_kind
+                .iter()
+                .filter(|(k, _)| f(**k))
+                .map(|(k, t)| (k.name().to_owned(), *t))
+                .collect()
+        };
+        section(out, "comm primitives", pick(Kind::is_comm), true);
+        section(
+            out,
+            "remote calls issued / answered",
+            pick(|k| matches!(k, Kind::InvokeIssued | Kind::InvokeAnswered)),
+            false,
+        );
+        section(
+            out,
+            "remote calls served",
+            served.into_iter().collect(),
+            false,
+        );
+        section(
+            out,
+            "global memory",
+            pick(|k| matches!(k, Kind::Read | Kind::Write | Kind::Nwrite | Kind::Fence)),
+            true,
+        );
+        section(out, "waits", pick(|k| k == Kind::SyncWait), false);
+        section(
+            out,
+            "collectives (enter to exit)",
+            colls.into_iter().collect(),
+            false,
+        );
+        section(out, "regions", regions.into_iter().collect(), false);
+        section(out, "trace writes", pick(|k| k == Kind::Flush), true);
+        if threads.switches > 0 || !threads.names.is_empty() {
+            let _ = writeln!(
+                out,
+                "  threads: {} spawned, {} switches, {} exits",
+                threads.names.len(),
+                threads.switches,
+                threads.exits
+            );
+            section(
+                out,
+                "threads by name (runs, time running)",
+                threads.by_name.into_iter().collect(),
+                false,
+            );
+            section(
+                out,
+                "thread blocks by reason (count, time blocked)",
+                threads.blocked.into_iter().collect(),
+                false,
+            );
         }
-    };
-    let pick = |f: fn(Kind) -> bool| -> Vec<(String, Tally)> {
-        by_kind
-            .iter()
-            .filter(|(k, _)| f(**k))
-            .map(|(k, t)| (k.name().to_owned(), *t))
-            .collect()
-    };
-    section(out, "comm primitives", pick(Kind::is_comm), true);
-    section(
-        out,
-        "remote calls issued / answered",
-        pick(|k| matches!(k, Kind::InvokeIssued | Kind::InvokeAnswered)),
-        false,
-    );
-    section(
-        out,
-        "remote calls served",
-        served.into_iter().collect(),
-        false,
-    );
-    section(
-        out,
-        "global memory",
-        pick(|k| matches!(k, Kind::Read | Kind::Write | Kind::Nwrite | Kind::Fence)),
-        true,
-    );
-    section(out, "waits", pick(|k| k == Kind::SyncWait), false);
-    section(
-        out,
-        "collectives (enter to exit)",
-        colls.into_iter().collect(),
-        false,
-    );
-    section(out, "regions", regions.into_iter().collect(), false);
-    section(out, "trace writes", pick(|k| k == Kind::Flush), true);
-    if threads.switches > 0 || !threads.names.is_empty() {
-        let _ = writeln!(
-            out,
-            "  threads: {} spawned, {} switches, {} exits",
-            threads.names.len(),
-            threads.switches,
-            threads.exits
-        );
-        section(
-            out,
-            "threads by name (runs, time running)",
-            threads.by_name.into_iter().collect(),
-            false,
-        );
-        section(
-            out,
-            "thread blocks by reason (count, time blocked)",
-            threads.blocked.into_iter().collect(),
-            false,
-        );
+        suspensions.write(out);
     }
-    suspensions.write(out);
 }
 
 /// The thread records of one rank (`MTTL_TRACE_LEVEL=threads`): each

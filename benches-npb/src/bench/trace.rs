@@ -37,6 +37,7 @@ use serde_json::{json, Value};
 use crate::bench::BenchError;
 
 mod run;
+mod size;
 pub mod worker;
 
 use run::{Job, Measured, Tools, Tracing, Workload};
@@ -90,6 +91,29 @@ pub struct TraceArgs {
     /// (two events each; 0 skips it) [default: 2000000; 200000 with --quick].
     #[arg(long)]
     event_regions: Option<u64>,
+    /// Append each workload's runs to FILE (JSON lines) as it completes,
+    /// and skip the workloads FILE already holds: a table interrupted is
+    /// resumed by running the same command again. FILE must be of the
+    /// same settings (repetitions, buffers, thresholds, static).
+    #[arg(long, value_name = "FILE")]
+    results: Option<PathBuf>,
+    /// Print the estimate of the table's duration (from one untraced run of
+    /// each workload) and stop.
+    #[arg(long)]
+    estimate: bool,
+    /// Instead of the table: the size targets. The trace-heavy program
+    /// (`MTTL_TRACE_LEVEL=threads`, `equalized`, `--buffer`) run long
+    /// enough to write SIZE of trace (K/M/G), untraced and traced; peak
+    /// memory of both and of `mttl-trace` reading the trace, its
+    /// violations; the trace is deleted afterwards. Ranks and backend: the
+    /// first of `--ranks` and `--backends`; calls per iteration: `--heavy`'s
+    /// second number.
+    #[arg(long, value_name = "SIZE")]
+    heavy_size: Option<String>,
+    /// With --heavy-size, also time `mttl-trace timeline` (its output
+    /// discarded; it spills about 60 bytes per event to TMPDIR).
+    #[arg(long)]
+    size_timeline: bool,
     /// Small sizes for a smoke run (class S, small traces, 1 repetition).
     #[arg(long)]
     quick: bool,
@@ -192,6 +216,7 @@ impl Plan {
             buffer: buffer.to_owned(),
             threshold: threshold.cloned(),
             resync,
+            level: None,
         };
         Some(match column {
             Column::Untraced => return None,
@@ -395,6 +420,18 @@ impl Row {
         median(r)
     }
 
+    /// The median over the T1 repetitions of the mean block product right
+    /// after a trace write against the mean of the others, minus 1
+    /// (matmul): what a flush costs the computation after it.
+    fn flush_slowdown(&self) -> Option<f64> {
+        let r = self
+            .of(Column::Equalized(0))
+            .iter()
+            .filter_map(|m| Some(m.block_after_flush? / m.block_other? - 1.0))
+            .collect();
+        median(r)
+    }
+
     /// The most violations any trace had.
     fn violations(&self) -> Option<u64> {
         self.runs
@@ -449,6 +486,7 @@ fn measure_event_cost(
         buffer,
         threshold: None,
         resync: "each",
+        level: None,
     };
     let mut costs = Vec::new();
     for rep in 0..plan.reps.max(5) {
@@ -471,6 +509,125 @@ fn bytes(text: &str) -> Result<u64, BenchError> {
         .map_err(|e| BenchError::Usage(format!("{text}: {e}")))
 }
 
+/// The settings a `--results` file's runs were taken with.
+fn fingerprint(plan: &Plan) -> Value {
+    json!({
+        "repetitions": plan.reps,
+        "buffer": plan.buffer,
+        "memory_buffer": plan.memory_buffer,
+        "thresholds": plan.thresholds,
+        "static": plan.static_z,
+    })
+}
+
+type Runs = Vec<(Column, Vec<Measured>)>;
+
+/// The workloads a `--results` file holds, by [`Job::key`]; an error if it
+/// is of other settings or does not parse (naming the file and line).
+fn load_results(
+    path: &std::path::Path,
+    plan: &Plan,
+) -> Result<std::collections::HashMap<String, Runs>, BenchError> {
+    let mut done = std::collections::HashMap::new();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(done),
+        Err(source) => {
+            return Err(BenchError::Io {
+                what: "read",
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    let bad = |line: usize, what: String| {
+        BenchError::Usage(format!("{}:{}: {what}", path.display(), line + 1))
+    };
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line).map_err(|e| {
+            bad(
+                i,
+                format!("not a JSON line ({e}); a torn last line can be deleted"),
+            )
+        })?;
+        if let Some(p) = v.get("plan") {
+            if *p != fingerprint(plan) {
+                return Err(bad(
+                    i,
+                    format!(
+                        "results of other settings ({p}, this run's {}): name another --results \
+                         file, or the same settings",
+                        fingerprint(plan)
+                    ),
+                ));
+            }
+            continue;
+        }
+        let key = v["job"]
+            .as_str()
+            .ok_or_else(|| bad(i, "expected a \"plan\" or a \"job\" line".into()))?;
+        let mut runs: Runs = Column::all().iter().map(|&c| (c, Vec::new())).collect();
+        for (c, ms) in &mut runs {
+            for m in v["columns"][c.name()].as_array().into_iter().flatten() {
+                ms.push(
+                    Measured::from_json(m).ok_or_else(|| {
+                        bad(i, format!("a run of {} that does not parse", c.name()))
+                    })?,
+                );
+            }
+            if ms.len() != plan.reps {
+                return Err(bad(
+                    i,
+                    format!(
+                        "{key} {}: {} runs, expected {}",
+                        c.name(),
+                        ms.len(),
+                        plan.reps
+                    ),
+                ));
+            }
+        }
+        done.insert(key.to_owned(), runs);
+    }
+    Ok(done)
+}
+
+/// Appends one workload's runs to the `--results` file (its settings
+/// first when it is new).
+fn append_result(
+    path: &std::path::Path,
+    plan: &Plan,
+    job: &Job,
+    runs: &Runs,
+) -> Result<(), BenchError> {
+    use std::io::Write as _;
+    let io = |source| BenchError::Io {
+        what: "append to",
+        path: path.to_owned(),
+        source,
+    };
+    let new = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io)?;
+    let mut text = String::new();
+    if new {
+        text += &format!("{}\n", json!({ "plan": fingerprint(plan) }));
+    }
+    let columns: serde_json::Map<String, Value> = runs
+        .iter()
+        .map(|(c, ms)| (c.name(), ms.iter().map(Measured::to_json).collect()))
+        .collect();
+    text += &format!("{}\n", json!({ "job": job.key(), "columns": columns }));
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.sync_data().map_err(io)
+}
+
 /// Runs `mttl-bench trace`.
 pub fn run(args: TraceArgs) -> Result<(), BenchError> {
     if let Some(program) = args.worker {
@@ -483,6 +640,9 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
     }
     let plan = plan(&args)?;
     let buffer = bytes(&plan.buffer)?;
+    if let Some(size) = &args.heavy_size {
+        return heavy_size(&args, &plan, size, buffer);
+    }
     bytes(&plan.memory_buffer)?;
     let tools = Tools::find(args.tools.as_deref())?;
     let temp = args.dir.is_none();
@@ -492,8 +652,23 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
     let load = uptime();
     let mut rows = Vec::new();
     let mut event_cost = None;
+    let mut done = match &args.results {
+        Some(path) => load_results(path, &plan)?,
+        None => Default::default(),
+    };
     let result = (|| {
+        estimate(&tools, &plan, &done, args.results.as_deref())?;
+        if args.estimate {
+            return Ok(());
+        }
         for job in &plan.jobs {
+            if let Some(runs) = done.remove(&job.key()) {
+                rows.push(Row {
+                    job: job.clone(),
+                    runs,
+                });
+                continue;
+            }
             let mut runs: Vec<(Column, Vec<Measured>)> =
                 Column::all().iter().map(|&c| (c, Vec::new())).collect();
             for rep in 0..plan.reps {
@@ -514,6 +689,16 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
                     }
                 }
             }
+            if let Some(path) = &args.results {
+                append_result(path, &plan, job, &runs)?;
+            }
+            eprintln!(
+                "mttl-bench trace: {} on {} ranks ({}) done (load {})",
+                job.label(),
+                job.np,
+                job.backend,
+                uptime()
+            );
             rows.push(Row {
                 job: job.clone(),
                 runs,
@@ -526,6 +711,9 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     result?;
+    if args.estimate {
+        return Ok(());
+    }
     let mut targets = targets(&rows, buffer);
     if let Some(ns) = event_cost {
         targets.push(Target {
@@ -547,6 +735,95 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
     } else {
         print!("{}", tables(&plan, &rows, &targets, &load));
     }
+    Ok(())
+}
+
+/// Prints (to stderr) how long the table will take: one untraced run of
+/// each workload still to run, its wall-clock time times the runs it will
+/// make (9 columns per repetition), times 1.5 for the traced runs' writes
+/// and the `mttl-trace` passes; plus the event-cost runs.
+fn estimate(
+    tools: &Tools,
+    plan: &Plan,
+    done: &std::collections::HashMap<String, Runs>,
+    results: Option<&std::path::Path>,
+) -> Result<(), BenchError> {
+    let runs = Column::all().len() * plan.reps;
+    let mut total = 0.0;
+    let mut lines = String::new();
+    for job in &plan.jobs {
+        if done.contains_key(&job.key()) {
+            let _ = writeln!(lines, "  {:<24} already in the results file", job.key());
+            continue;
+        }
+        let t0 = std::time::Instant::now();
+        job.measure(tools, None, false)?;
+        let one = t0.elapsed().as_secs_f64();
+        let all = one * runs as f64 * 1.5;
+        total += all;
+        let _ = writeln!(
+            lines,
+            "  {:<24} {one:>8.1} s a run untraced, about {:>8.0} s for its {runs} runs",
+            job.key(),
+            all
+        );
+    }
+    // The event-cost pairs: two short single-rank runs each.
+    total += plan.reps.max(5) as f64 * 2.0 * 2.0;
+    eprint!(
+        "mttl-bench trace: {} workloads, {} repetitions of {} columns; load {}\n{lines}\
+         estimated duration: {:.0} min ({:.1} h){}\n",
+        plan.jobs.len(),
+        plan.reps,
+        Column::all().len(),
+        uptime(),
+        total / 60.0,
+        total / 3600.0,
+        results.map_or(String::new(), |p| format!(
+            "; each workload's runs appended to {} as it completes",
+            p.display()
+        ))
+    );
+    Ok(())
+}
+
+/// `--heavy-size SIZE` ([`size`]).
+fn heavy_size(args: &TraceArgs, plan: &Plan, size: &str, buffer: u64) -> Result<(), BenchError> {
+    let job = plan
+        .jobs
+        .first()
+        .ok_or_else(|| BenchError::Usage("--heavy-size: no job to run".into()))?;
+    let per = args
+        .heavy
+        .as_ref()
+        .and_then(|h| h.get(1).copied())
+        .unwrap_or(256);
+    let size_plan = size::SizePlan {
+        target: bytes(size)?,
+        np: args
+            .ranks
+            .as_ref()
+            .and_then(|r| r.first().copied())
+            .unwrap_or(2),
+        backend: job.backend,
+        per,
+        buffer: (plan.buffer.clone(), buffer),
+        timeline: args.size_timeline,
+    };
+    let tools = Tools::find(args.tools.as_deref())?;
+    let dir = args.dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("mttl-bench-trace-{}", std::process::id()))
+    });
+    let load = uptime();
+    let out = size::run(&tools, &size_plan, &dir, args.json, &load);
+    if args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    print!("{}", out?);
+    eprintln!(
+        "mttl-bench trace --heavy-size: load {} at the end",
+        uptime()
+    );
     Ok(())
 }
 
@@ -722,7 +999,7 @@ fn tables(plan: &Plan, rows: &[Row], targets: &[Target], load: &str) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<10} {:>3} {:>2} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>5}",
+        "{:<10} {:>3} {:>2} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>5}",
         "workload",
         "be",
         "np",
@@ -735,13 +1012,14 @@ fn tables(plan: &Plan, rows: &[Row], targets: &[Target], load: &str) -> String {
         "control",
         "T/T0-1",
         "compute",
+        "flush",
         "viol"
     );
     for r in rows {
         let e = |c| pct(r.error(c));
         let _ = writeln!(
             out,
-            "{:<10} {:>3} {:>2} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>5}",
+            "{:<10} {:>3} {:>2} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>5}",
             r.job.label(),
             r.job.backend,
             r.job.np,
@@ -754,13 +1032,16 @@ fn tables(plan: &Plan, rows: &[Row], targets: &[Target], load: &str) -> String {
             e(Column::Control),
             pct(r.overhead()),
             pct(r.compute_slowdown()),
+            pct(r.flush_slowdown()),
             r.violations().map_or("-".into(), |v| v.to_string())
         );
     }
     let _ = writeln!(
         out,
-        "(compute: matmul's block products under T1 against T; viol: clock-condition \
-         violations after correction and unpaired messages, the most in one trace)\n\nTargets:"
+        "(compute: matmul's block products under T1 against T; flush: under T1, a block \
+         product right after a broadcast during which its rank wrote its trace against the \
+         others, mean against mean; viol: clock-condition violations after correction and \
+         unpaired messages, the most in one trace)\n\nTargets:"
     );
     for t in targets {
         let _ = writeln!(out, "  {:<10} {}: {}", t.verdict(), t.what, t.detail);
@@ -783,6 +1064,8 @@ fn to_json(plan: &Plan, rows: &[Row], targets: &[Target], load: &str) -> Value {
                                 "seconds": m.seconds,
                                 "reconstructed_seconds": m.reconstructed,
                                 "compute_seconds": m.compute,
+                                "block_after_flush_seconds": m.block_after_flush,
+                                "block_other_seconds": m.block_other,
                                 "peak_rss_bytes": m.peak_rss,
                                 "trace_bytes": m.trace_bytes,
                                 "violations": m.violations,
@@ -805,6 +1088,7 @@ fn to_json(plan: &Plan, rows: &[Row], targets: &[Target], load: &str) -> Value {
                 "columns": columns,
                 "overhead": r.overhead(),
                 "compute_slowdown": r.compute_slowdown(),
+                "flush_slowdown": r.flush_slowdown(),
                 "violations": r.violations(),
             })
         })

@@ -19,7 +19,10 @@
 //! 3. Per slice an `Enter` and a `Leave` of a region named as the slice
 //!    (paradigm MPI for comm primitives and collectives, USER for regions,
 //!    MEASUREMENT_SYSTEM for the tracer's own writes and suspensions).
-//!    Instants have no OTF2 counterpart and are left out.
+//!    Instants (a call issued or answered, a thread spawned, run, blocked
+//!    or exited, a clock record, a file's end) are `ParameterString`
+//!    events: a string parameter per category (`mttl invoke`, `mttl
+//!    thread`, `mttl trace`...) set to the instant's name at its time.
 //! 4. Per message an `MpiSend` (at its send slice's begin) and an
 //!    `MpiRecv` (at its receive slice's end), with tag and bytes.
 //! 5. Per collective an `MpiCollectiveBegin` and `MpiCollectiveEnd` inside

@@ -58,6 +58,8 @@ pub(crate) struct Tracing {
     pub(crate) threshold: Option<String>,
     /// `MTTL_TRACE_RESYNC`.
     pub(crate) resync: &'static str,
+    /// `MTTL_TRACE_LEVEL`, if set.
+    pub(crate) level: Option<&'static str>,
 }
 
 /// What one run measured.
@@ -67,6 +69,11 @@ pub(crate) struct Measured {
     pub(crate) seconds: f64,
     /// The matrix product's block products (the slowest rank's), s.
     pub(crate) compute: Option<f64>,
+    /// The matrix product's mean block product right after a trace write
+    /// (all ranks), s; `None` without a write.
+    pub(crate) block_after_flush: Option<f64>,
+    /// The same of the other block products.
+    pub(crate) block_other: Option<f64>,
     /// The largest resident set of the job's processes, bytes.
     pub(crate) peak_rss: u64,
     /// The trace's bytes on disk.
@@ -77,6 +84,36 @@ pub(crate) struct Measured {
     /// Clock-condition violations left after correction, and messages
     /// without a pair.
     pub(crate) violations: Option<u64>,
+}
+
+impl Measured {
+    /// As a JSON object (the `--results` file).
+    pub(crate) fn to_json(&self) -> Value {
+        serde_json::json!({
+            "seconds": self.seconds,
+            "compute_seconds": self.compute,
+            "block_after_flush_seconds": self.block_after_flush,
+            "block_other_seconds": self.block_other,
+            "peak_rss_bytes": self.peak_rss,
+            "trace_bytes": self.trace_bytes,
+            "reconstructed_seconds": self.reconstructed,
+            "violations": self.violations,
+        })
+    }
+
+    /// Back from [`Measured::to_json`]; `None` if `v` is not one.
+    pub(crate) fn from_json(v: &Value) -> Option<Measured> {
+        Some(Measured {
+            seconds: v["seconds"].as_f64()?,
+            compute: v["compute_seconds"].as_f64(),
+            block_after_flush: v["block_after_flush_seconds"].as_f64(),
+            block_other: v["block_other_seconds"].as_f64(),
+            peak_rss: v["peak_rss_bytes"].as_u64()?,
+            trace_bytes: v["trace_bytes"].as_u64()?,
+            reconstructed: v["reconstructed_seconds"].as_f64(),
+            violations: v["violations"].as_u64(),
+        })
+    }
 }
 
 /// Where the programs are: `npb`, `mttl-trace` and this `mttl-bench`.
@@ -130,6 +167,15 @@ fn failed(job: &Job, detail: String) -> BenchError {
 }
 
 impl Job {
+    /// The job's key in a `--results` file: workload, size, backend, ranks.
+    pub(crate) fn key(&self) -> String {
+        let size = match self.what {
+            Workload::Npb { .. } => String::new(),
+            Workload::Small { iters, size, .. } => format!(" {iters}x{size}"),
+        };
+        format!("{}{size} {} {}", self.label(), self.backend, self.np)
+    }
+
     /// The workload's name in the tables.
     pub(crate) fn label(&self) -> String {
         match self.what {
@@ -189,6 +235,9 @@ impl Job {
             if let Some(th) = &t.threshold {
                 cmd.env("MTTL_TRACE_THRESHOLD", th);
             }
+            if let Some(level) = t.level {
+                cmd.env("MTTL_TRACE_LEVEL", level);
+            }
         }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -231,6 +280,8 @@ impl Job {
         let mut m = Measured {
             seconds,
             compute: doc["compute_seconds"].as_f64(),
+            block_after_flush: doc["blocks"]["after_flush_mean_seconds"].as_f64(),
+            block_other: doc["blocks"]["other_mean_seconds"].as_f64(),
             peak_rss,
             ..Measured::default()
         };
@@ -291,7 +342,7 @@ fn result_doc(stdout: &str, what: Workload) -> Option<Value> {
 }
 
 /// The bytes of the files in `dir`.
-fn dir_bytes(dir: &Path) -> u64 {
+pub(crate) fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
@@ -304,13 +355,13 @@ fn dir_bytes(dir: &Path) -> u64 {
 }
 
 /// Whether a `wait4` status is an exit with status 0.
-fn status_ok(status: i32) -> bool {
+pub(crate) fn status_ok(status: i32) -> bool {
     libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
 
 /// Runs `cmd` to its end: its wait status, the largest resident set of its
 /// process tree in bytes, its stdout and stderr.
-fn run_measured(cmd: &mut Command) -> std::io::Result<(i32, u64, String, String)> {
+pub(crate) fn run_measured(cmd: &mut Command) -> std::io::Result<(i32, u64, String, String)> {
     let mut child = cmd.spawn()?;
     let pid = child.id() as libc::pid_t;
     // Read both pipes on their own threads so that neither fills.

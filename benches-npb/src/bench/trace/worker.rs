@@ -12,7 +12,9 @@
 //! - `matmul`: `iters` products `C = A·B` of `size × size` matrices, rows
 //!   of A and C spread over the nodes, B broadcast block row by block row
 //!   from its owner; the local block products are timed apart, to show
-//!   how much a trace write costs the computation after it (caches).
+//!   how much a trace write costs the computation after it (caches): the
+//!   products right after a broadcast during which the node wrote its
+//!   trace (its file grew) against the others.
 //! - `heavy`: `iters` iterations of `size` small invokes and `size` 8-byte
 //!   nwrites to the next node each, then a barrier: a trace that grows
 //!   fast with few collectives.
@@ -87,9 +89,33 @@ fn pingpong_task(iters: u64) -> f64 {
     seconds
 }
 
-/// `matmul` on one node: seconds of its loop and of its block products.
+/// This rank's trace file, if the run is traced.
+fn own_trace_file() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("MTTL_TRACE").filter(|d| !d.is_empty())?;
+    Some(std::path::Path::new(&dir).join(format!("rank-{:05}.mttltrace", mttl::rank())))
+}
+
+/// What one node's `matmul` measured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MatmulTimes {
+    /// Its loop, s.
+    pub seconds: f64,
+    /// Its block products, s.
+    pub compute: f64,
+    /// The sum of C (a check that the product ran).
+    pub checksum: f64,
+    /// Block products run right after a broadcast during which this node
+    /// wrote its trace (its file grew): how many, and their time, s.
+    pub after_flush: (u64, f64),
+    /// The other block products: how many, and their time, s.
+    pub other: (u64, f64),
+}
+
+/// `matmul` on one node: seconds of its loop and of its block products,
+/// those right after a trace write apart (the file's size, read before
+/// each block product, tells: a write happens only at a collective).
 #[mttl::remote]
-fn matmul_task(n: u64, iters: u64) -> (f64, f64, f64) {
+fn matmul_task(n: u64, iters: u64) -> MatmulWire {
     let (n, p, me) = (n as usize, mttl::size(), mttl::rank());
     let rows = n / p;
     // This node's rows of A, C and B (B's are broadcast to all).
@@ -101,10 +127,17 @@ fn matmul_task(n: u64, iters: u64) -> (f64, f64, f64) {
         .collect();
     let mut c = vec![0.0f64; rows * n];
     let mut block = vec![0.0f64; rows * n];
+    let file = own_trace_file();
+    let file_len = || {
+        file.as_ref()
+            .and_then(|f| std::fs::metadata(f).ok())
+            .map_or(0, |m| m.len())
+    };
+    let mut out = MatmulTimes::default();
     mttl::barrier();
+    let mut written = file_len();
     let timed = mttl::trace::region(TIMED_REGION);
     let t0 = Instant::now();
-    let mut compute = 0.0;
     for _ in 0..iters {
         c.fill(0.0);
         for root in 0..p {
@@ -112,6 +145,7 @@ fn matmul_task(n: u64, iters: u64) -> (f64, f64, f64) {
                 block.copy_from_slice(&mine_b);
             }
             mttl::broadcast_slice(root, &mut block);
+            let now_written = file_len();
             let t = Instant::now();
             // C[i, :] += A[i, root's columns] · B[root's rows, :]
             for i in 0..rows {
@@ -124,13 +158,43 @@ fn matmul_task(n: u64, iters: u64) -> (f64, f64, f64) {
                     }
                 }
             }
-            compute += t.elapsed().as_secs_f64();
+            let dt = t.elapsed().as_secs_f64();
+            out.compute += dt;
+            let slot = if now_written > written {
+                &mut out.after_flush
+            } else {
+                &mut out.other
+            };
+            slot.0 += 1;
+            slot.1 += dt;
+            written = now_written;
         }
     }
-    let seconds = t0.elapsed().as_secs_f64();
+    out.seconds = t0.elapsed().as_secs_f64();
     drop(timed);
-    let checksum: f64 = c.iter().sum();
-    (seconds, compute, checksum)
+    out.checksum = c.iter().sum();
+    (
+        out.seconds,
+        out.compute,
+        out.checksum,
+        out.after_flush,
+        out.other,
+    )
+}
+
+/// [`MatmulTimes`] as a remote call returns it.
+type MatmulWire = (f64, f64, f64, (u64, f64), (u64, f64));
+
+impl From<MatmulWire> for MatmulTimes {
+    fn from((seconds, compute, checksum, after_flush, other): MatmulWire) -> Self {
+        MatmulTimes {
+            seconds,
+            compute,
+            checksum,
+            after_flush,
+            other,
+        }
+    }
 }
 
 /// The function `heavy` invokes: as small as a call gets.
@@ -184,6 +248,7 @@ fn thread_cpu_seconds() -> f64 {
 pub fn run(program: Program, iters: u64, size: u64) -> i32 {
     mttl::start(move || -> Result<(), String> {
         let p = mttl::size();
+        let mut blocks = None;
         let (seconds, compute) = match program {
             Program::Pingpong => {
                 if p != 2 {
@@ -198,13 +263,30 @@ pub fn run(program: Program, iters: u64, size: u64) -> i32 {
                         "matmul needs a matrix size that {p} nodes divide, not {size}"
                     ));
                 }
-                let t = mttl::spmd(matmul_task, (size, iters));
-                let total: f64 = t.iter().map(|r| r.2).sum();
+                let t: Vec<MatmulTimes> = mttl::spmd(matmul_task, (size, iters))
+                    .into_iter()
+                    .map(MatmulTimes::from)
+                    .collect();
+                let total: f64 = t.iter().map(|r| r.checksum).sum();
                 if !total.is_finite() {
                     return Err("matmul's product is not finite".to_owned());
                 }
-                let seconds = t.iter().map(|r| r.0).fold(0.0, f64::max);
-                let compute = t.iter().map(|r| r.1).fold(0.0, f64::max);
+                let seconds = t.iter().map(|r| r.seconds).fold(0.0, f64::max);
+                let compute = t.iter().map(|r| r.compute).fold(0.0, f64::max);
+                // Mean block product after a trace write and otherwise,
+                // over all nodes.
+                let mean = |f: fn(&MatmulTimes) -> (u64, f64)| {
+                    let (n, s) = t
+                        .iter()
+                        .map(f)
+                        .fold((0, 0.0), |(n, s), (m, x)| (n + m, s + x));
+                    (n > 0).then(|| s / n as f64)
+                };
+                blocks = Some(serde_json::json!({
+                    "after_flush": t.iter().map(|r| r.after_flush.0).sum::<u64>(),
+                    "after_flush_mean_seconds": mean(|r| r.after_flush),
+                    "other_mean_seconds": mean(|r| r.other),
+                }));
                 (seconds, Some(compute))
             }
             Program::Events => {
@@ -224,7 +306,11 @@ pub fn run(program: Program, iters: u64, size: u64) -> i32 {
                 (worst, None)
             }
         };
-        let doc = serde_json::json!({ "seconds": seconds, "compute_seconds": compute });
+        let doc = serde_json::json!({
+            "seconds": seconds,
+            "compute_seconds": compute,
+            "blocks": blocks,
+        });
         println!("{RESULT_PREFIX}{doc}");
         Ok(())
     })

@@ -90,6 +90,10 @@ struct Defs {
     regions: HashMap<(String, Category), u32>,
     /// Per region id: its name's id, role and paradigm.
     region_list: Vec<(u32, u8, u8)>,
+    /// category -> parameter id (the instants' string parameters).
+    parameters: HashMap<Category, u32>,
+    /// Per parameter id: its name's id.
+    parameter_list: Vec<u32>,
 }
 
 impl Defs {
@@ -100,6 +104,19 @@ impl Defs {
         let id = self.strings.len() as u32;
         self.strings.push(s.to_owned());
         self.string_ids.insert(s.to_owned(), id);
+        id
+    }
+
+    /// The string parameter an instant of `category` sets: `mttl
+    /// <category>` (`mttl invoke`, `mttl thread`, `mttl trace`...).
+    fn parameter(&mut self, category: Category) -> u32 {
+        if let Some(&id) = self.parameters.get(&category) {
+            return id;
+        }
+        let name = self.string(&format!("mttl {}", category.name()));
+        let id = self.parameter_list.len() as u32;
+        self.parameter_list.push(name);
+        self.parameters.insert(category, id);
         id
     }
 
@@ -349,7 +366,17 @@ fn event(
     // SAFETY: `w` is an open event writer of `a` (see `write`).
     unsafe {
         match step {
-            Step::Instant(_) => {}
+            // An instant (a call issued or answered, a thread spawned,
+            // run, blocked or exited, a clock record...) sets its
+            // category's string parameter to its name, at its time.
+            Step::Instant(it) => {
+                let parameter = defs.parameter(it.category);
+                let value = defs.string(&it.name);
+                a.check(
+                    "OTF2_EvtWriter_ParameterString",
+                    OTF2_EvtWriter_ParameterString(w, null, it.begin, parameter, value),
+                )?;
+            }
             Step::Begin(it) => {
                 let region = defs.region(it);
                 a.check(
@@ -459,6 +486,12 @@ fn definitions(
             a.check(
                 "OTF2_GlobalDefWriter_WriteString",
                 OTF2_GlobalDefWriter_WriteString(w, id as u32, text.as_ptr()),
+            )?;
+        }
+        for (id, &name) in defs.parameter_list.iter().enumerate() {
+            a.check(
+                "OTF2_GlobalDefWriter_WriteParameter",
+                OTF2_GlobalDefWriter_WriteParameter(w, id as u32, name, OTF2_PARAMETER_TYPE_STRING),
             )?;
         }
         for (id, &(name, role, paradigm)) in defs.region_list.iter().enumerate() {

@@ -31,6 +31,8 @@ pub(crate) const OTF2_LOCATION_TYPE_CPU_THREAD: u8 = 1;
 pub(crate) const OTF2_GROUP_TYPE_COMM_LOCATIONS: u8 = 4;
 pub(crate) const OTF2_GROUP_TYPE_COMM_GROUP: u8 = 5;
 
+pub(crate) const OTF2_PARAMETER_TYPE_STRING: u8 = 0;
+
 pub(crate) const OTF2_COLLECTIVE_OP_BARRIER: u8 = 0;
 pub(crate) const OTF2_COLLECTIVE_OP_BCAST: u8 = 1;
 pub(crate) const OTF2_COLLECTIVE_OP_ALLREDUCE: u8 = 11;
@@ -126,6 +128,13 @@ unsafe extern "C" {
         sent: u64,
         received: u64,
     ) -> OTF2_ErrorCode;
+    pub(crate) fn OTF2_EvtWriter_ParameterString(
+        w: *mut Opaque,
+        attrs: *mut c_void,
+        time: u64,
+        parameter: u32,
+        string: u32,
+    ) -> OTF2_ErrorCode;
     pub(crate) fn OTF2_EvtWriter_GetNumberOfEvents(
         w: *mut Opaque,
         events: *mut u64,
@@ -142,6 +151,12 @@ unsafe extern "C" {
         w: *mut Opaque,
         id: u32,
         s: *const c_char,
+    ) -> OTF2_ErrorCode;
+    pub(crate) fn OTF2_GlobalDefWriter_WriteParameter(
+        w: *mut Opaque,
+        id: u32,
+        name: u32,
+        kind: u8,
     ) -> OTF2_ErrorCode;
     pub(crate) fn OTF2_GlobalDefWriter_WriteRegion(
         w: *mut Opaque,
