@@ -20,15 +20,16 @@
 //!    virtual = rank relative to the root; virtual 0 is always the root)
 //!    and its version, starting at 0.
 //! 2. The root computes this broadcast's tree from the table, then runs
-//!    its learner: every K-th broadcast of the site (K starts at 1, doubles
-//!    when the total wait changed by at most 25% since the last phase,
-//!    halves otherwise) a phase judges the last trial (undoing it if the
-//!    total wait went up by more than 250 µs, then trying the next
-//!    candidate, at most 4 per waiting rank before the search stops) or
-//!    swaps the rank that waits most with an idle one (most sends first,
-//!    then fewest receives on its path from the root), several pairs at
-//!    once when at least 8 ranks idle. A settled site whose total wait
-//!    jumps (more than doubles, by more than 1 ms) starts again from K = 1.
+//!    its learner ([`learner`]'s steps): every K-th broadcast of the site
+//!    (K starts at 1, doubles after each phase that changed nothing, is 1
+//!    again after a change) a phase rebuilds the last broadcasts from the
+//!    reported slacks (every rank's arrival, the observed completion), and
+//!    either judges the last change (undoing it when the completion got
+//!    worse by more than half a hop and the noise) or puts the ranks,
+//!    sorted by arrival, onto the places sorted by when they get the data,
+//!    if the model says that shortens the completion by at least half a
+//!    hop. A settled site whose completion moves by more than two hops and
+//!    the noise starts again from K = 1.
 //! 3. The root sends the data down the tree with a trailer: the site's id,
 //!    the table version the tree was computed from, and the swaps just
 //!    made (usually none: 24 bytes, no extra message).
@@ -37,13 +38,15 @@
 //!    checks the trailer: the same site, the same version, and the sender
 //!    its parent in its own table; anything else stops the job naming
 //!    both sides. It forwards the message as it came to its children.
-//! 5. Its wait (entering the receive to the data's arrival) updates its
-//!    evaluation `NewVal = ((2^i - 1) * PreVal + Wait) / 2^i`, `i` counting
-//!    waits since the table last changed (at most 2). When the value moved
-//!    by more than half of, and more than 250 µs from, the value it last
-//!    reported, it sends it to the root in a `COLL_REPORT` message; the
-//!    root files it with the site's learner as it arrives and uses it at
-//!    its next broadcast of the site, without waiting for it.
+//! 5. Its slack (from entering the receive to the data's arrival, as
+//!    the mailbox stamped it: negative when the data was there first)
+//!    updates its evaluation `NewVal = ((2^i - 1) * PreVal + Slack) / 2^i`,
+//!    `i` counting slacks since the table last changed (at most 2). On the
+//!    first broadcast of a table, and when the value moved by more than a
+//!    quarter of, and more than 20 µs from, the value it last reported, it
+//!    sends it to the root in a `COLL_REPORT` message; the root files it
+//!    with the site's learner as it arrives and uses it at its next
+//!    broadcast of the site, without waiting for it.
 //! 6. Every rank, the root included, applies the trailer's swaps after the
 //!    broadcast and bumps the version: the next broadcast of the site uses
 //!    the new table everywhere, since every rank received the change before
@@ -253,8 +256,12 @@ pub(super) fn broadcast_down(
         return Some(body);
     }
     let entered = Instant::now();
-    let (src, body) = op.recv_any(STEP_DOWN);
-    let wait = entered.elapsed().as_secs_f64();
+    let (src, body, filed) = op.recv_any_filed(STEP_DOWN);
+    let slack = if filed >= entered {
+        (filed - entered).as_secs_f64()
+    } else {
+        -(entered - filed).as_secs_f64()
+    };
     let trailer = read_trailer(&body).unwrap_or_else(|why| {
         op.fail(&format!(
             "the message from rank {src} is not an adaptive broadcast's ({why}): do all ranks set \
@@ -286,7 +293,7 @@ pub(super) fn broadcast_down(
             ));
         }
         let children: Vec<Rank> = st.table.children(op.rank).collect();
-        let report = if st.fixed { None } else { st.eval.record(wait) };
+        let report = if st.fixed { None } else { st.eval.record(slack) };
         if !trailer.swaps.is_empty() {
             st.table.apply(&trailer.swaps).map_err(|e| {
                 format!("the root's change to the table of {} is invalid: {e}", st.site)
@@ -308,9 +315,10 @@ pub(super) fn broadcast_down(
     Some(body)
 }
 
-/// Step 5: sends this rank's evaluation to the site's root.
+/// Step 5: sends this rank's evaluation (seconds, signed) to the site's
+/// root, in whole nanoseconds.
 fn send_report(op: &Op, root: Rank, site: Site, value: f64) {
-    let ns = (value * 1e9) as u64;
+    let ns = (value * 1e9) as i64 as u64;
     let header = HeaderBuf::with_capacity(20)
         .u64(site.id())
         .u32(root as u32)
@@ -333,7 +341,7 @@ pub(super) fn take_report(src: Rank, header: &[u8]) {
     let mut f = Fields(header);
     let site = f.u64();
     let root = f.u32() as Rank;
-    let value = f.u64() as f64 * 1e-9;
+    let value = f.u64() as i64 as f64 * 1e-9;
     SITES.with(|sites| {
         if let Some(st) = sites.borrow_mut().get_mut(&(site, root)) {
             if let Some(learner) = st.learner.as_mut() {
