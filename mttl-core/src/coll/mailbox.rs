@@ -287,7 +287,9 @@ impl Service for Collectives {
     /// the adaptive broadcast goes to its learner).
     fn handle(cx: &mut Context, src: Rank, kind: Tag, header: &[u8], body: Cow<'_, [u8]>) {
         if kind == wire::COLL_REPORT {
-            super::adaptive::take_report(src, header);
+            if let Err(why) = super::adaptive::take_report(src, header, &body) {
+                cx.fail(&why, FAILURE_CODE);
+            }
             return;
         }
         let mut f = Fields(header);

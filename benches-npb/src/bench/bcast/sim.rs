@@ -121,9 +121,11 @@ pub(super) fn series(
         if algo == Algo::Adaptive {
             let idle: Vec<u64> = report.ranks.iter().map(|t| t.wait).collect();
             let slacks = tree_slacks(&learned, &entry, &idle, bytes, params);
-            // What a job's round trip to a child of the root measures: the
-            // data's one-way time.
-            learned.hop_sample(one_way(bytes, params) as f64 * ns);
+            // What a job's root measures: the data's one-way time to a
+            // child (with the child's o to receive it), and its own time
+            // per send.
+            learned.hop_sample((one_way(bytes, params) + params.o) as f64 * ns);
+            learned.gap_sample(send_gap(bytes, params) as f64 * ns);
             learned
                 .after_broadcast(&slacks)
                 .map_err(BenchError::Check)?;
@@ -141,6 +143,12 @@ pub(super) fn series(
 /// The time (ns) from a send's start to its message's arrival.
 fn one_way(bytes: u64, p: &Params) -> u64 {
     p.o + p.l + p.big_g_ps * bytes.saturating_sub(1) / 1000
+}
+
+/// The time (ns) between a rank's successive sends: its CPU's o or its
+/// NIC's g + (s−1)G, whichever is longer.
+fn send_gap(bytes: u64, p: &Params) -> u64 {
+    p.o.max(p.g + p.big_g_ps * bytes.saturating_sub(1) / 1000)
 }
 
 /// Every rank's slack (seconds) in a broadcast down `table`'s tree, from
@@ -172,7 +180,7 @@ fn data_arrivals(
 ) -> Vec<(u64, u64)> {
     let n = entry.len();
     let body = bytes.saturating_sub(1);
-    let gap = p.o.max(p.g + p.big_g_ps * body / 1000);
+    let gap = send_gap(bytes, p);
     let latency = one_way(bytes, p);
     let receive = p.o + p.big_o_ps * body / 1000;
     let mut order: Vec<usize> = (0..n).collect();

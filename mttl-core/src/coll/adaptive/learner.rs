@@ -11,20 +11,23 @@
 //! The learner optimises the broadcast's completion (its last rank's exit,
 //! as a model of the tree gives it), not the summed wait:
 //!
-//! 1. From the reported slacks, the current table and the per-hop cost
-//!    (the time a parent takes per child it sends to), it rebuilds the last
-//!    broadcasts: the root starts at 0, a child gets the data one hop per
-//!    send after its parent started, a rank starts when both the data and
-//!    the rank are there, so its arrival is its data time minus its slack.
-//!    This gives every rank's arrival (relative to the root's) and the
-//!    observed completion.
-//! 2. The per-hop cost is measured: in a job, as half the round trip of
-//!    the broadcast's data to a child of the root and that child's report
-//!    back (the time the child held it taken off); averaged over samples.
-//!    Until a sample came, from the root's children that waited: the k-th
-//!    child (from 0) gets the data k + 1 hops after the root starts, so
-//!    slack / (k + 1) estimates a hop; the median of these, smoothed over
-//!    phases.
+//! 1. From the reported slacks, the current table and the costs of a send
+//!    (the hop: from a parent's send to the child's having the data; the
+//!    gap: between a parent's successive sends), it rebuilds the last
+//!    broadcasts: the root starts at 0, a parent's k-th child (from 0) gets
+//!    the data one hop and k gaps after the parent started, a rank starts
+//!    when both the data and the rank are there, so its arrival is its data
+//!    time minus its slack. This gives every rank's arrival (relative to
+//!    the root's) and the observed completion (the last rank's start plus
+//!    a gap per send it makes).
+//! 2. Both are measured: the hop, in a job, as half the round trip of the
+//!    broadcast's data to a child of the root and that child's report back
+//!    (the time the child held it taken off); the gap as the root's time to
+//!    send to its children, per child; each averaged over samples. Until a
+//!    hop was measured, it is estimated from the root's children that
+//!    waited (the k-th gets the data about k + 1 hops after the root
+//!    starts, so slack / (k + 1) estimates one: the median of these,
+//!    smoothed over phases); until a gap was, it is taken to be the hop.
 //! 3. A candidate table puts the ranks, sorted by estimated arrival, onto
 //!    the tree's places sorted by when they get the data when all arrive
 //!    together (ties: the place that sends most first): early ranks at
@@ -325,9 +328,8 @@ pub(crate) struct Learner {
     views: Vec<f64>,
     /// The hop as measured by round trips (seconds).
     measured: Option<f64>,
-    /// Every place (virtual rank) but the root's, sorted by when it gets
-    /// the data when all ranks arrive together.
-    places: Vec<Rank>,
+    /// The gap between a parent's sends, as measured (seconds).
+    gap: Option<f64>,
     hop: Option<f64>,
     noise: f64,
     interval: u64,
@@ -371,7 +373,7 @@ impl Learner {
         Learner {
             views: vec![0.0; n],
             measured: None,
-            places: places_by_time(n),
+            gap: None,
             hop: None,
             noise: 0.0,
             interval: 1,
@@ -410,10 +412,27 @@ impl Learner {
         }
     }
 
+    /// Takes one measurement of the gap between a parent's sends
+    /// (seconds); ignored unless positive and finite.
+    pub(crate) fn gap_sample(&mut self, gap: f64) {
+        if gap.is_finite() && gap > 0.0 {
+            self.gap = Some(self.gap.map_or(gap, |g| (3.0 * g + gap) / 4.0));
+        }
+    }
+
     /// The per-hop cost in use (seconds): measured, else estimated from
     /// the slacks, else a default.
     pub(crate) fn hop(&self) -> f64 {
         self.measured.or(self.hop).unwrap_or(DEFAULT_HOP)
+    }
+
+    /// The costs the model uses.
+    fn costs(&self) -> Costs {
+        let hop = self.hop();
+        Costs {
+            hop,
+            gap: self.gap.unwrap_or(hop),
+        }
     }
 
     /// The phase interval K.
@@ -426,7 +445,7 @@ impl Learner {
     /// broadcasts on `table`, from the reports.
     pub(crate) fn estimate(&self, table: &Table) -> Estimate {
         let n = table.size();
-        let hop = self.hop();
+        let costs = self.costs();
         let mut data = vec![0.0; n];
         let mut arrival = vec![0.0; n];
         let mut completion = 0.0f64;
@@ -440,10 +459,10 @@ impl Learner {
             };
             let mut sent = 0;
             for c in table.children(r) {
+                data[c] = costs.data_at(start, sent);
                 sent += 1;
-                data[c] = start + f64::from(sent) * hop;
             }
-            completion = completion.max(start + f64::from(sent) * hop);
+            completion = completion.max(costs.exit(start, sent));
         }
         Estimate {
             arrival,
@@ -476,10 +495,12 @@ impl Learner {
     /// Step 3: the table putting the ranks sorted by `arrival` onto the
     /// places sorted by time, ties in `table`'s order.
     pub(crate) fn candidate(&self, table: &Table, arrival: &[f64]) -> Table {
-        let quantum = QUANTUM_HOPS * self.hop();
+        let costs = self.costs();
+        let quantum = QUANTUM_HOPS * costs.hop.min(costs.gap);
         let root = table.root;
+        let places = places_by_time(table.size(), costs);
         let mut order = vec![0; table.size()];
-        for (k, &v) in self.places.iter().enumerate() {
+        for (k, &v) in places.iter().enumerate() {
             order[v] = k;
         }
         let mut ranks: Vec<Rank> = (0..table.size()).filter(|&r| r != root).collect();
@@ -492,7 +513,7 @@ impl Learner {
                 .then(order[table.virtual_of(a)].cmp(&order[table.virtual_of(b)]))
         });
         let mut to_virtual = vec![0; table.size()];
-        for (&r, &v) in ranks.iter().zip(&self.places) {
+        for (&r, &v) in ranks.iter().zip(&places) {
             to_virtual[r] = v;
         }
         Table::from_virtual(table.size(), root, &to_virtual)
@@ -548,7 +569,8 @@ impl Learner {
     fn phase(&mut self, table: &mut Table) -> Vec<(Rank, Rank)> {
         self.measure_hop(table);
         let now = self.estimate(table);
-        let hop = self.hop();
+        let costs = self.costs();
+        let hop = costs.hop;
         if let Some((last, unchanged)) = self.last_completion {
             if unchanged && self.trial.is_none() {
                 self.noise = (self.noise + (now.completion - last).abs()) / 2.0;
@@ -556,6 +578,14 @@ impl Learner {
         }
         if let Some(trial) = self.trial.take() {
             let margin = (UNDO_HOPS * hop).max(UNDO_NOISE * self.noise);
+            if std::env::var_os("BCAST_DEBUG").is_some() {
+                eprintln!(
+                    "judge: before {:.1} us, now {:.1} us, margin {:.1}",
+                    trial.before * 1e6,
+                    now.completion * 1e6,
+                    margin * 1e6
+                );
+            }
             if now.completion > trial.before + margin {
                 let swaps = swaps_between(table, &trial.previous);
                 *table = trial.previous;
@@ -571,10 +601,23 @@ impl Learner {
             return Vec::new();
         }
         let next = self.candidate(table, &now.arrival);
-        let (modelled, waits) = model_cost(&next, &now.arrival, hop);
-        let (_, waits_now) = model_cost(table, &now.arrival, hop);
+        let (modelled, waits) = model_cost(&next, &now.arrival, costs);
+        let (_, waits_now) = model_cost(table, &now.arrival, costs);
         let margin = (ACCEPT_HOPS * hop).max(ACCEPT_NOISE * self.noise);
         let shorter = modelled < now.completion - margin;
+        if std::env::var_os("BCAST_DEBUG").is_some() {
+            eprintln!(
+                "phase {}: hop {:.1} us, now {:.1} us, candidate {:.1} us, waits {:.1} -> {:.1}, margin {:.1}, same {}",
+                self.progress.phases + 1,
+                hop * 1e6,
+                now.completion * 1e6,
+                modelled * 1e6,
+                waits_now * 1e6,
+                waits * 1e6,
+                margin * 1e6,
+                next == *table
+            );
+        }
         let less_wait = modelled <= now.completion && waits < waits_now - 2.0 * margin;
         if next == *table || !(shorter || less_wait) {
             self.calm = Some(now.completion);
@@ -591,30 +634,62 @@ impl Learner {
     }
 }
 
+/// The costs of a send in the learner's model (seconds).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Costs {
+    /// From a parent's send to the child's having the data.
+    pub(crate) hop: f64,
+    /// Between a parent's successive sends.
+    pub(crate) gap: f64,
+}
+
+impl Costs {
+    /// When the `k`-th child (from 0) of a parent that started at `start`
+    /// has the data.
+    fn data_at(self, start: f64, k: u32) -> f64 {
+        start + self.hop + f64::from(k) * self.gap
+    }
+
+    /// When a rank that started at `start` and sends `sends` messages is
+    /// done.
+    fn exit(self, start: f64, sends: u32) -> f64 {
+        start + f64::from(sends) * self.gap
+    }
+}
+
 /// Every place but the root's (virtual 1..n), sorted by when it gets the
-/// data in a broadcast where all ranks arrive together (in hops), the place
-/// that sends most first among equals.
-fn places_by_time(n: usize) -> Vec<Rank> {
-    let mut when = vec![0u32; n];
+/// data in a broadcast where all ranks arrive together, the place that
+/// sends most first among equals (times compared to the nanosecond).
+fn places_by_time(n: usize, costs: Costs) -> Vec<Rank> {
+    let mut when = vec![0.0f64; n];
     for v in 0..n {
         for (k, c) in tree_children(v, n).rev().enumerate() {
-            when[c] = when[v] + k as u32 + 1;
+            when[c] = costs.data_at(when[v], k as u32);
         }
     }
     let mut places: Vec<Rank> = (1..n).collect();
-    places.sort_by_key(|&v| (when[v], std::cmp::Reverse(tree_children(v, n).count()), v));
+    places.sort_by_key(|&v| {
+        (
+            (when[v] * 1e9).round() as i64,
+            std::cmp::Reverse(tree_children(v, n).count()),
+            v,
+        )
+    });
     places
 }
 
 /// The model's completion (last exit) of a broadcast on `table` when rank
-/// `r` arrives at `arrival[r]` (the root at 0) and each send costs its
-/// sender `hop`.
+/// `r` arrives at `arrival[r]` (the root at 0) and every send costs `hop`
+/// (both its hop and its gap).
+#[cfg(test)]
 pub(crate) fn model_completion(table: &Table, arrival: &[f64], hop: f64) -> f64 {
-    model_cost(table, arrival, hop).0
+    model_cost(table, arrival, Costs { hop, gap: hop }).0
 }
 
-/// As [`model_completion`], with the ranks' total wait.
-fn model_cost(table: &Table, arrival: &[f64], hop: f64) -> (f64, f64) {
+/// The model's completion (last exit) and the ranks' total wait in a
+/// broadcast on `table` when rank `r` arrives at `arrival[r]` (the root
+/// at 0).
+fn model_cost(table: &Table, arrival: &[f64], costs: Costs) -> (f64, f64) {
     let n = table.size();
     let mut data = vec![0.0f64; n];
     let mut completion = 0.0f64;
@@ -629,10 +704,10 @@ fn model_cost(table: &Table, arrival: &[f64], hop: f64) -> (f64, f64) {
         };
         let mut sent = 0;
         for c in table.children(r) {
+            data[c] = costs.data_at(start, sent);
             sent += 1;
-            data[c] = start + f64::from(sent) * hop;
         }
-        completion = completion.max(start + f64::from(sent) * hop);
+        completion = completion.max(costs.exit(start, sent));
     }
     (completion, wait)
 }

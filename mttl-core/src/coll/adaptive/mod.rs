@@ -31,8 +31,9 @@
 //!    hop. A settled site whose completion moves by more than two hops and
 //!    the noise starts again from K = 1.
 //! 3. The root sends the data down the tree with a trailer: the site's id,
-//!    the table version the tree was computed from, and the swaps just
-//!    made (usually none: 24 bytes, no extra message).
+//!    the table version the tree was computed from, the root's clock (ns
+//!    since its first broadcast of the site) and the swaps just made
+//!    (usually none: 32 bytes, no extra message).
 //! 4. Every other rank receives from whichever rank sent (never a fixed
 //!    source, so disagreeing ranks are reported, not left hanging) and
 //!    checks the trailer: the same site, the same version, and the sender
@@ -44,9 +45,11 @@
 //!    `i` counting slacks since the table last changed (at most 2). On the
 //!    first broadcast of a table, and when the value moved by more than a
 //!    quarter of, and more than 20 µs from, the value it last reported, it
-//!    sends it to the root in a `COLL_REPORT` message; the root files it
-//!    with the site's learner as it arrives and uses it at its next
-//!    broadcast of the site, without waiting for it.
+//!    sends it to the root in a `COLL_REPORT` message (a child of the root
+//!    adds the root's clock from the trailer and how long it has held the
+//!    data: the root takes half the rest of the round trip as a measured
+//!    hop); the root files it with the site's learner as it arrives and
+//!    uses it at its next broadcast of the site, without waiting for it.
 //! 6. Every rank, the root included, applies the trailer's swaps after the
 //!    broadcast and bumps the version: the next broadcast of the site uses
 //!    the new table everywhere, since every rank received the change before
@@ -80,9 +83,16 @@ const VAR: &str = "MTTL_BCAST";
 /// an adaptive one says so instead of misreading it.
 const MAGIC: u32 = 0x4144_4243;
 
-/// The fixed part of a trailer: site u64, version u64, swap count u32,
-/// magic u32.
-const TRAILER_LEN: usize = 24;
+/// The fixed part of a trailer: site u64, version u64, the root's clock
+/// u64 (ns since the site's first broadcast there), swap count u32, magic
+/// u32.
+const TRAILER_LEN: usize = 32;
+
+/// A report's body: the root's clock from the trailer of the broadcast a
+/// child of the root measured, and how long (ns) the child held the data
+/// before reporting; empty when the reporting rank is not a child of the
+/// root.
+const ECHO_LEN: usize = 16;
 
 /// The broadcast algorithm of [`crate::broadcast`] and
 /// [`crate::broadcast_slice`].
@@ -115,6 +125,11 @@ struct SiteState {
     learner: Option<Learner>,
     /// A table given by the program, never learned.
     fixed: bool,
+    /// On the root: the zero of the clock its trailers carry.
+    epoch: Instant,
+    /// On a child of the root: the root's clock of the last broadcast and
+    /// when its data arrived here, for the next report.
+    echo: Option<(u64, Instant)>,
 }
 
 thread_local! {
@@ -149,6 +164,8 @@ fn fix_table(site: Site, root: Rank, n: usize, to_virtual: &[Rank]) -> Result<()
                 eval: Evaluation::default(),
                 learner: None,
                 fixed: true,
+                epoch: Instant::now(),
+                echo: None,
             },
         )
     });
@@ -217,6 +234,8 @@ fn with_site<R>(site: Site, root: Rank, n: usize, f: impl FnOnce(&mut SiteState)
             eval: Evaluation::default(),
             learner: None,
             fixed: false,
+            epoch: Instant::now(),
+            echo: None,
         });
         f(st)
     })
@@ -243,14 +262,26 @@ pub(super) fn broadcast_down(
                 let learner = st.learner.get_or_insert_with(|| Learner::new(n));
                 learner.after_broadcast(&mut st.table)
             };
-            push_trailer(&mut body, site.id(), st.version, &swaps);
+            let clock = st.epoch.elapsed().as_nanos() as u64;
+            push_trailer(&mut body, site.id(), st.version, clock, &swaps);
             if !swaps.is_empty() {
                 st.version += 1;
             }
             children
         });
+        let sending = Instant::now();
+        let sends = children.len();
         for c in children {
             op.send(c, STEP_DOWN, &body);
+        }
+        if sends > 0 {
+            // The learner's gap: this root's time per send.
+            let gap = sending.elapsed().as_secs_f64() / sends as f64;
+            with_site(site, root, n, |st| {
+                if let Some(learner) = st.learner.as_mut() {
+                    learner.gap_sample(gap);
+                }
+            });
         }
         body.truncate(len);
         return Some(body);
@@ -293,7 +324,14 @@ pub(super) fn broadcast_down(
             ));
         }
         let children: Vec<Rank> = st.table.children(op.rank).collect();
-        let report = if st.fixed { None } else { st.eval.record(slack) };
+        let report = if st.fixed {
+            None
+        } else {
+            if src == root {
+                st.echo = Some((trailer.clock, filed));
+            }
+            st.eval.record(slack).map(|v| (v, st.echo.take()))
+        };
         if !trailer.swaps.is_empty() {
             st.table.apply(&trailer.swaps).map_err(|e| {
                 format!("the root's change to the table of {} is invalid: {e}", st.site)
@@ -307,8 +345,8 @@ pub(super) fn broadcast_down(
     for c in children {
         op.send(c, STEP_DOWN, &body);
     }
-    if let Some(value) = report {
-        send_report(op, root, site, value);
+    if let Some((value, echo)) = report {
+        send_report(op, root, site, value, echo);
     }
     let mut body = body;
     body.truncate(trailer.data_len);
@@ -316,15 +354,21 @@ pub(super) fn broadcast_down(
 }
 
 /// Step 5: sends this rank's evaluation (seconds, signed) to the site's
-/// root, in whole nanoseconds.
-fn send_report(op: &Op, root: Rank, site: Site, value: f64) {
+/// root, in whole nanoseconds, with the echo of the root's clock when this
+/// rank is a child of the root (the root measures a hop from it).
+fn send_report(op: &Op, root: Rank, site: Site, value: f64, echo: Option<(u64, Instant)>) {
     let ns = (value * 1e9) as i64 as u64;
     let header = HeaderBuf::with_capacity(20)
         .u64(site.id())
         .u32(root as u32)
         .u64(ns);
+    let mut body = Vec::new();
+    if let Some((clock, arrived)) = echo {
+        body.extend_from_slice(&clock.to_le_bytes());
+        body.extend_from_slice(&(arrived.elapsed().as_nanos() as u64).to_le_bytes());
+    }
     context::with(|cx| {
-        if let Err(e) = cx.post(root, wire::COLL_REPORT, &header.bytes, &[]) {
+        if let Err(e) = cx.post(root, wire::COLL_REPORT, &header.bytes, &body) {
             cx.send_failed(
                 &format!("broadcast #{}: reporting waits to rank {root}", op.seq),
                 &e,
@@ -334,10 +378,25 @@ fn send_report(op: &Op, root: Rank, site: Site, value: f64) {
 }
 
 /// Files a `COLL_REPORT` from `src` with the learner of its site (step 5,
-/// on the root). A report for a site this rank is not the root of is
-/// dropped: it can only come from a job whose ranks disagree, which the
-/// broadcasts themselves report.
-pub(super) fn take_report(src: Rank, header: &[u8]) {
+/// on the root), and the hop its echo measures: half of the time from the
+/// root's sending to the report's arrival, less the time the child held
+/// the data. A report for a site this rank is not the root of is dropped:
+/// it can only come from a job whose ranks disagree, which the broadcasts
+/// themselves report. An error for a body that is not an echo.
+pub(super) fn take_report(src: Rank, header: &[u8], body: &[u8]) -> Result<(), String> {
+    let echo = match body.len() {
+        0 => None,
+        ECHO_LEN => {
+            let mut f = Fields(body);
+            Some((f.u64(), f.u64()))
+        }
+        other => {
+            return Err(format!(
+                "malformed adaptive broadcast report from rank {src}: a body of {other} bytes, \
+                 expected 0 or {ECHO_LEN}"
+            ))
+        }
+    };
     let mut f = Fields(header);
     let site = f.u64();
     let root = f.u32() as Rank;
@@ -346,9 +405,16 @@ pub(super) fn take_report(src: Rank, header: &[u8]) {
         if let Some(st) = sites.borrow_mut().get_mut(&(site, root)) {
             if let Some(learner) = st.learner.as_mut() {
                 learner.report(src, value);
+                if let Some((clock, held)) = echo {
+                    let now = st.epoch.elapsed().as_nanos() as u64;
+                    if let Some(trip) = now.checked_sub(clock).and_then(|t| t.checked_sub(held)) {
+                        learner.hop_sample(trip as f64 * 0.5e-9);
+                    }
+                }
             }
         }
     });
+    Ok(())
 }
 
 /// The current tables of this rank's sites: (site, root, virtual rank of
@@ -371,16 +437,18 @@ struct Trailer {
     data_len: usize,
     site: u64,
     version: u64,
+    clock: u64,
     swaps: Vec<(Rank, Rank)>,
 }
 
-fn push_trailer(body: &mut Vec<u8>, site: u64, version: u64, swaps: &[(Rank, Rank)]) {
+fn push_trailer(body: &mut Vec<u8>, site: u64, version: u64, clock: u64, swaps: &[(Rank, Rank)]) {
     for &(a, b) in swaps {
         body.extend_from_slice(&(a as u32).to_le_bytes());
         body.extend_from_slice(&(b as u32).to_le_bytes());
     }
     body.extend_from_slice(&site.to_le_bytes());
     body.extend_from_slice(&version.to_le_bytes());
+    body.extend_from_slice(&clock.to_le_bytes());
     body.extend_from_slice(&(swaps.len() as u32).to_le_bytes());
     body.extend_from_slice(&MAGIC.to_le_bytes());
 }
@@ -390,7 +458,8 @@ fn read_trailer(body: &[u8]) -> Result<Trailer, String> {
         return Err(format!("{} bytes, shorter than a trailer", body.len()));
     };
     let mut f = Fields(&body[fixed_at..]);
-    let (site, version, count, magic) = (f.u64(), f.u64(), f.u32() as usize, f.u32());
+    let (site, version, clock, count, magic) =
+        (f.u64(), f.u64(), f.u64(), f.u32() as usize, f.u32());
     if magic != MAGIC {
         return Err("no trailer mark".to_owned());
     }
@@ -408,6 +477,7 @@ fn read_trailer(body: &[u8]) -> Result<Trailer, String> {
         data_len,
         site,
         version,
+        clock,
         swaps,
     })
 }
@@ -425,19 +495,23 @@ mod tests {
     #[test]
     fn trailers_round_trip_and_reject_garbage() {
         let mut body = b"data".to_vec();
-        push_trailer(&mut body, 7, 3, &[(1, 2), (5, 4)]);
+        push_trailer(&mut body, 7, 3, 99, &[(1, 2), (5, 4)]);
         let t = read_trailer(&body).unwrap();
-        assert_eq!((t.data_len, t.site, t.version), (4, 7, 3));
+        assert_eq!((t.data_len, t.site, t.version, t.clock), (4, 7, 3, 99));
         assert_eq!(t.swaps, vec![(1, 2), (5, 4)]);
         let mut empty = Vec::new();
-        push_trailer(&mut empty, 1, 0, &[]);
+        push_trailer(&mut empty, 1, 0, 0, &[]);
         assert_eq!(empty.len(), TRAILER_LEN);
         assert_eq!(read_trailer(&empty).unwrap().data_len, 0);
         assert!(read_trailer(b"short").is_err());
         assert!(read_trailer(&[0; 40]).unwrap_err().contains("mark"));
+        assert!(take_report(1, &[0; 20], &[0; 5])
+            .unwrap_err()
+            .contains("5 bytes"));
+        assert_eq!(take_report(1, &[0; 20], &[0; ECHO_LEN]), Ok(()));
         let mut lying = Vec::new();
-        push_trailer(&mut lying, 1, 0, &[]);
-        lying[16..20].copy_from_slice(&1000u32.to_le_bytes());
+        push_trailer(&mut lying, 1, 0, 0, &[]);
+        lying[24..28].copy_from_slice(&1000u32.to_le_bytes());
         assert!(read_trailer(&lying).unwrap_err().contains("do not fit"));
     }
 }

@@ -128,6 +128,16 @@ impl AdaptiveModel {
         }
     }
 
+    /// Gives the learner one measurement of the gap between a parent's
+    /// successive sends (seconds): what a job's root measures as its time
+    /// to send to its children, per child. Ignored as
+    /// [`hop_sample`](Self::hop_sample) ignores a hop.
+    pub fn gap_sample(&mut self, gap: f64) {
+        if let Some(learner) = self.learner.as_mut() {
+            learner.gap_sample(gap);
+        }
+    }
+
     /// The per-hop cost the learner measured (seconds; its default before
     /// a measurement; `None` for a fixed table).
     pub fn hop(&self) -> Option<f64> {

@@ -128,8 +128,12 @@ fn swaps_between_two_tables_turn_one_into_the_other() {
 fn places_are_sorted_by_when_they_get_the_data() {
     // 8 ranks: virtual 4 gets it after 1 send, 2 and 6 after 2, 1, 5 and
     // 3 after 3... (4 sends to 6 then 5; 2 to 3).
-    assert_eq!(places_by_time(8), vec![4, 2, 6, 1, 3, 5, 7]);
-    let p = places_by_time(1000);
+    let unit = Costs { hop: 1.0, gap: 1.0 };
+    assert_eq!(places_by_time(8, unit), vec![4, 2, 6, 1, 3, 5, 7]);
+    // A hop three times the gap: the root's third child (1) before 6.
+    let slow = Costs { hop: 3.0, gap: 1.0 };
+    assert_eq!(places_by_time(8, slow), vec![4, 2, 1, 6, 3, 5, 7]);
+    let p = places_by_time(1000, unit);
     let mut sorted = p.clone();
     sorted.sort_unstable();
     assert_eq!(sorted, (1..1000).collect::<Vec<_>>());
