@@ -5,14 +5,16 @@
 //! table the next broadcast's schedule follows.
 //!
 //! A rank's slack is the time from entering the receive (the end of its
-//! `calc`) to the data's arrival. For a rank that waited, the simulator's
-//! idle time is that slack. For a late rank (no idle time: the data was
-//! there first) the arrival is rebuilt with LogGOPS's rules from its
-//! parent's start (the parent's entry or data arrival, whichever is later,
-//! plus o to receive): the k-th send (from 0) of a message of s bytes
-//! starts k · max(o, g + (s−1)G) after it and arrives o + L + (s−1)G after
-//! that. A job's rank measures the same from the time the message was
-//! filed in its mailbox.
+//! `calc`) to the data's being ready: its arrival plus the receiver's CPU
+//! time for it, o + (s−1)·max(O, G), as mttl-sim charges it. For a rank
+//! that waited, the simulator's idle time less the idle time between its
+//! own sends ((sends − 1)·(gap − o)) is the wait for the arrival. For a
+//! late rank (the data was there first) the arrival is rebuilt with the
+//! simulator's rules from its parent's start (its entry or its data's
+//! being ready, whichever is later): the k-th send (from 0) starts k gaps
+//! of max(o, g + (s−1)G) after it and arrives o + L after that. A job's
+//! rank measures the same from the time the message was filed in its
+//! mailbox.
 //!
 //! The arrival-order baseline decides its batches within the call from
 //! when the root gets the notices; a GOAL schedule is fixed beforehand, so
@@ -122,9 +124,8 @@ pub(super) fn series(
             let idle: Vec<u64> = report.ranks.iter().map(|t| t.wait).collect();
             let slacks = tree_slacks(&learned, &entry, &idle, bytes, params);
             // What a job's root measures: the data's one-way time to a
-            // child (with the child's o to receive it), and its own time
-            // per send.
-            learned.hop_sample((one_way(bytes, params) + params.o) as f64 * ns);
+            // child, its CPU time to take it, and its own time per send.
+            learned.hop_sample((one_way(params) + receive_cost(bytes, params)) as f64 * ns);
             learned.gap_sample(send_gap(bytes, params) as f64 * ns);
             learned
                 .after_broadcast(&slacks)
@@ -140,9 +141,16 @@ pub(super) fn series(
     Ok(out)
 }
 
-/// The time (ns) from a send's start to its message's arrival.
-fn one_way(bytes: u64, p: &Params) -> u64 {
-    p.o + p.l + p.big_g_ps * bytes.saturating_sub(1) / 1000
+/// The time (ns) from a send's start to its message's arrival: o + L
+/// (the sender's NIC pays (s−1)G before its next message).
+fn one_way(p: &Params) -> u64 {
+    p.o + p.l
+}
+
+/// The receiver's CPU time (ns) for a message that arrived: o + (s−1)
+/// times the larger of O and G.
+fn receive_cost(bytes: u64, p: &Params) -> u64 {
+    p.o + p.big_o_ps.max(p.big_g_ps) * bytes.saturating_sub(1) / 1000
 }
 
 /// The time (ns) between a rank's successive sends: its CPU's o or its
@@ -179,10 +187,9 @@ fn data_arrivals(
     p: &Params,
 ) -> Vec<(u64, u64)> {
     let n = entry.len();
-    let body = bytes.saturating_sub(1);
     let gap = send_gap(bytes, p);
-    let latency = one_way(bytes, p);
-    let receive = p.o + p.big_o_ps * body / 1000;
+    let latency = one_way(p);
+    let receive = receive_cost(bytes, p);
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&r| table.virtual_ranks()[r]);
     let mut modelled = vec![0u64; n];
@@ -204,7 +211,7 @@ fn data_arrivals(
                     modelled[r]
                 };
                 out[r] = (got, modelled[r]);
-                entry[r].max(got) + receive
+                entry[r].max(got + receive)
             }
         };
         for (k, &c) in children.iter().enumerate() {

@@ -605,6 +605,9 @@ impl Learner {
         let (_, waits_now) = model_cost(table, &now.arrival, costs);
         let margin = (ACCEPT_HOPS * hop).max(ACCEPT_NOISE * self.noise);
         let shorter = modelled < now.completion - margin;
+        if std::env::var_os("BCAST_DEBUG_ARR").is_some() {
+            eprintln!("arrivals {:?}", now.arrival.iter().map(|a| (a * 1e7).round() / 10.0).collect::<Vec<_>>());
+        }
         if std::env::var_os("BCAST_DEBUG").is_some() {
             eprintln!(
                 "phase {}: hop {:.1} us, now {:.1} us, candidate {:.1} us, waits {:.1} -> {:.1}, margin {:.1}, same {}",
