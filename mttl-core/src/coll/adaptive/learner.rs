@@ -31,9 +31,8 @@
 //! 3. A candidate table puts the ranks, sorted by estimated arrival, onto
 //!    the tree's places sorted by when they get the data when all arrive
 //!    together (ties: the place that sends most first): early ranks at
-//!    inner nodes, late ranks at leaves. Arrivals are compared in units of
-//!    half a hop, ties keeping the current order, so noise does not
-//!    reshuffle the table.
+//!    inner nodes, late ranks at leaves (equal arrivals keep their current
+//!    order).
 //! 4. The candidate is taken only when its modelled completion (same
 //!    arrivals) is shorter than the current one by at least half a hop and
 //!    twice the noise (below), or, the completion not longer, when the
@@ -46,7 +45,9 @@
 //! 6. Noise is the mean change of the observed completion between phases
 //!    that changed nothing. A settled site whose observed completion moves
 //!    by more than two hops and four times the noise from its settled value
-//!    has a new pattern: it learns again from a phase interval of 1.
+//!    has a new pattern: it learns again from a phase interval of 1, from
+//!    the next broadcast on. (A rank whose slack jumps restarts its own
+//!    average, so the root sees the new pattern, not a blend.)
 //!
 //! Invariants: a table is always a permutation of `0..n`, and the root's
 //! virtual rank is always 0 (a change never involves the root).
@@ -102,8 +103,14 @@ const JUMP_HOPS: f64 = 2.0;
 /// ... and this many times the noise.
 const JUMP_NOISE: f64 = 4.0;
 
-/// Arrivals are compared in units of this fraction of a hop.
-const QUANTUM_HOPS: f64 = 0.5;
+/// A slack that differs from a rank's evaluation by more than this many
+/// times [`REPORT_FLOOR`] and this fraction of the evaluation restarts the
+/// average: the rank's pattern changed, and averaging the old one in would
+/// only mislead the root for a few broadcasts.
+const RESTART_FLOORS: f64 = 4.0;
+
+/// See [`RESTART_FLOORS`].
+const RESTART_CHANGE: f64 = 0.5;
 
 /// Why a table change cannot be applied: it would break the invariants.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -276,6 +283,13 @@ impl Evaluation {
     /// value to report to the optimizer if it moved enough since the last
     /// report, or is the first on this table.
     pub(crate) fn record(&mut self, slack: f64) -> Option<f64> {
+        let jump = (slack - self.value).abs();
+        if self.samples > 0
+            && jump > RESTART_FLOORS * REPORT_FLOOR
+            && jump > RESTART_CHANGE * self.value.abs()
+        {
+            self.samples = 0;
+        }
         let i = self.samples.min(MAX_WEIGHT_EXP);
         let w = f64::from(1u32 << i);
         self.value = ((w - 1.0) * self.value + slack) / w;
@@ -493,10 +507,9 @@ impl Learner {
     }
 
     /// Step 3: the table putting the ranks sorted by `arrival` onto the
-    /// places sorted by time, ties in `table`'s order.
+    /// places sorted by time, equal arrivals in `table`'s order.
     pub(crate) fn candidate(&self, table: &Table, arrival: &[f64]) -> Table {
         let costs = self.costs();
-        let quantum = QUANTUM_HOPS * costs.hop.min(costs.gap);
         let root = table.root;
         let places = places_by_time(table.size(), costs);
         let mut order = vec![0; table.size()];
@@ -505,11 +518,8 @@ impl Learner {
         }
         let mut ranks: Vec<Rank> = (0..table.size()).filter(|&r| r != root).collect();
         ranks.sort_by(|&a, &b| {
-            let (qa, qb) = (
-                (arrival[a] / quantum).floor(),
-                (arrival[b] / quantum).floor(),
-            );
-            qa.total_cmp(&qb)
+            arrival[a]
+                .total_cmp(&arrival[b])
                 .then(order[table.virtual_of(a)].cmp(&order[table.virtual_of(b)]))
         });
         let mut to_virtual = vec![0; table.size()];
@@ -537,9 +547,12 @@ impl Learner {
                     self.calm = None;
                     self.exhausted = false;
                     self.interval = 1;
-                    self.since_phase = self.interval;
+                    self.since_phase = 0;
                     self.last_completion = None;
                     self.progress.relearns += 1;
+                    // Look at the next broadcast, once the reports of the
+                    // changed ranks are all in.
+                    self.since_change = SETTLE_BROADCASTS - 1;
                 }
             }
         }

@@ -143,25 +143,23 @@ fn places_are_sorted_by_when_they_get_the_data() {
 fn evaluation_is_the_weighted_average_and_reports_only_big_changes() {
     let mut e = Evaluation::default();
     assert_eq!(e.record(0.004), Some(0.004), "the first is always reported");
-    // (1 * 0.004 + 0.002) / 2 = 0.003: a change of 25%, not more.
-    assert_eq!(e.record(0.002), None);
-    assert!((e.value - 0.003).abs() < 1e-12);
-    // (3 * 0.003 + 0.0) / 4 = 0.00225: 43.75% down from 0.004.
-    let v = e.record(0.0).expect("down by more than a quarter");
-    assert!((v - 0.00225).abs() < 1e-12);
-    // A late rank's slack is negative, and averaged as it is:
-    // (3 * 0.00225 - 0.00045) / 4 = 0.001575, 30% down: reported.
-    let v = e.record(-0.00045).expect("down by more than a quarter");
-    assert!((v - 0.001575).abs() < 1e-12);
-    assert_eq!(
-        e.record(0.0012),
-        None,
-        "(3 * 0.001575 + 0.0012) / 4: 6% down"
-    );
+    // (1 * 0.004 + 0.003) / 2 = 0.0035: 12.5% down, not reported.
+    assert_eq!(e.record(0.003), None);
+    assert!((e.value - 0.0035).abs() < 1e-12);
+    // (3 * 0.0035 + 0.0025) / 4 = 0.00325: 18.75% down from 0.004.
+    assert_eq!(e.record(0.0025), None);
+    assert!((e.value - 0.00325).abs() < 1e-12);
+    // (3 * 0.00325 + 0.002) / 4 = 0.0029375: more than a quarter down.
+    let v = e.record(0.002).expect("down by more than a quarter");
+    assert!((v - 0.0029375).abs() < 1e-12);
+    // A slack far from the average (by over half of it) restarts it: the
+    // rank's pattern changed. A late rank's slack is negative.
+    assert_eq!(e.record(-0.00045), Some(-0.00045));
+    assert_eq!(e.record(-0.0004), None, "(-0.00045 - 0.0004) / 2: 6% off");
     e.restart();
     assert_eq!(
-        e.record(-0.010),
-        Some(-0.010),
+        e.record(-0.0004),
+        Some(-0.0004),
         "a restart takes the new slack and reports it"
     );
 }
