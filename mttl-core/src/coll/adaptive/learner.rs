@@ -42,9 +42,11 @@
 //!    if the observed completion got worse than before it by more than half
 //!    a hop and three times the noise, the old table comes back and the
 //!    search stops until the pattern changes.
-//! 6. Noise is the mean change of the observed completion between phases
-//!    that changed nothing. A settled site whose observed completion moves
-//!    by more than two hops and four times the noise from its settled value
+//! 6. Noise is the median of the last 8 changes of the observed completion
+//!    between phases that changed nothing (0 until 3 are known), so that a
+//!    change of pattern is not taken for noise. A settled site whose
+//!    observed completion moves by more than a hop and four times the
+//!    noise from its settled value
 //!    has a new pattern: it learns again from a phase interval of 1, from
 //!    the next broadcast on. (A rank whose slack jumps restarts its own
 //!    average, so the root sees the new pattern, not a blend.)
@@ -52,6 +54,7 @@
 //! Invariants: a table is always a permutation of `0..n`, and the root's
 //! virtual rank is always 0 (a change never involves the root).
 
+use std::collections::VecDeque;
 use std::fmt;
 
 use mttl_comm::Rank;
@@ -98,10 +101,13 @@ const UNDO_NOISE: f64 = 3.0;
 
 /// A settled site re-learns when its observed completion moved by more
 /// than this many hops ...
-const JUMP_HOPS: f64 = 2.0;
+const JUMP_HOPS: f64 = 1.0;
 
 /// ... and this many times the noise.
 const JUMP_NOISE: f64 = 4.0;
+
+/// The changes of the completion the noise is the median of.
+const NOISE_WINDOW: usize = 8;
 
 /// A slack that differs from a rank's evaluation by more than this many
 /// times [`REPORT_FLOOR`] and this fraction of the evaluation restarts the
@@ -346,6 +352,9 @@ pub(crate) struct Learner {
     gap: Option<f64>,
     hop: Option<f64>,
     noise: f64,
+    /// The last changes of the observed completion between phases that
+    /// changed nothing.
+    changes: VecDeque<f64>,
     interval: u64,
     since_phase: u64,
     since_change: u64,
@@ -390,6 +399,7 @@ impl Learner {
             gap: None,
             hop: None,
             noise: 0.0,
+            changes: VecDeque::with_capacity(NOISE_WINDOW),
             interval: 1,
             since_phase: 0,
             since_change: SETTLE_BROADCASTS,
@@ -586,7 +596,17 @@ impl Learner {
         let hop = costs.hop;
         if let Some((last, unchanged)) = self.last_completion {
             if unchanged && self.trial.is_none() {
-                self.noise = (self.noise + (now.completion - last).abs()) / 2.0;
+                if self.changes.len() == NOISE_WINDOW {
+                    self.changes.pop_front();
+                }
+                self.changes.push_back((now.completion - last).abs());
+                self.noise = if self.changes.len() < 3 {
+                    0.0
+                } else {
+                    let mut sorted: Vec<f64> = self.changes.iter().copied().collect();
+                    sorted.sort_by(f64::total_cmp);
+                    sorted[(sorted.len() - 1) / 2]
+                };
             }
         }
         if let Some(trial) = self.trial.take() {

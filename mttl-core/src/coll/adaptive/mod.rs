@@ -28,7 +28,7 @@
 //!    worse by more than half a hop and the noise) or puts the ranks,
 //!    sorted by arrival, onto the places sorted by when they get the data,
 //!    if the model says that shortens the completion by at least half a
-//!    hop. A settled site whose completion moves by more than two hops and
+//!    hop. A settled site whose completion moves by more than a hop and
 //!    the noise starts again from K = 1.
 //! 3. The root sends the data down the tree with a trailer: the site's id,
 //!    the table version the tree was computed from, the root's clock (ns
