@@ -65,13 +65,13 @@ use super::super::schedule::{relative, tree_children, tree_parent};
 /// measurement.
 const DEFAULT_HOP: f64 = 20e-6;
 
-/// A rank reports its evaluation when it moved by more than this fraction
-/// of the value last reported (and by more than [`REPORT_FLOOR`]), and
-/// always on its first broadcast on a new table.
-const REPORT_CHANGE: f64 = 0.25;
+/// A rank reports its evaluation when it moved by more than the root's
+/// report threshold (this many hops, or [`REPORT_NOISE`] times the noise,
+/// whichever is more), and always on its first broadcast on a new table.
+const REPORT_HOPS: f64 = 0.5;
 
-/// See [`REPORT_CHANGE`] (seconds): changes below this are noise.
-pub(crate) const REPORT_FLOOR: f64 = 20e-6;
+/// See [`REPORT_HOPS`].
+const REPORT_NOISE: f64 = 2.0;
 
 /// The largest `i` of the weighted average: a new slack weighs at least
 /// `1/2^i`, so a changed pattern shows within a few broadcasts.
@@ -110,7 +110,7 @@ const JUMP_NOISE: f64 = 4.0;
 const NOISE_WINDOW: usize = 8;
 
 /// A slack that differs from a rank's evaluation by more than this many
-/// times [`REPORT_FLOOR`] and this fraction of the evaluation restarts the
+/// report thresholds and this fraction of the evaluation restarts the
 /// average: the rank's pattern changed, and averaging the old one in would
 /// only mislead the root for a few broadcasts.
 const RESTART_FLOORS: f64 = 4.0;
@@ -286,12 +286,13 @@ pub(crate) struct Evaluation {
 
 impl Evaluation {
     /// Takes one slack (seconds, negative for a late rank); returns the
-    /// value to report to the optimizer if it moved enough since the last
-    /// report, or is the first on this table.
-    pub(crate) fn record(&mut self, slack: f64) -> Option<f64> {
+    /// value to report to the optimizer if it moved by more than
+    /// `threshold` (seconds, the root's) since the last report, or is the
+    /// first on this table.
+    pub(crate) fn record(&mut self, slack: f64, threshold: f64) -> Option<f64> {
         let jump = (slack - self.value).abs();
         if self.samples > 0
-            && jump > RESTART_FLOORS * REPORT_FLOOR
+            && jump > RESTART_FLOORS * threshold
             && jump > RESTART_CHANGE * self.value.abs()
         {
             self.samples = 0;
@@ -302,10 +303,7 @@ impl Evaluation {
         self.samples = self.samples.saturating_add(1);
         let due = match self.reported {
             None => true,
-            Some(last) => {
-                let change = (self.value - last).abs();
-                change > REPORT_CHANGE * last.abs() && change > REPORT_FLOOR
-            }
+            Some(last) => (self.value - last).abs() > threshold,
         };
         due.then(|| {
             self.reported = Some(self.value);
@@ -448,6 +446,12 @@ impl Learner {
     /// the slacks, else a default.
     pub(crate) fn hop(&self) -> f64 {
         self.measured.or(self.hop).unwrap_or(DEFAULT_HOP)
+    }
+
+    /// How much a rank's evaluation must move before it reports it again
+    /// (seconds): sent to the ranks in every trailer.
+    pub(crate) fn report_threshold(&self) -> f64 {
+        (REPORT_HOPS * self.hop()).max(REPORT_NOISE * self.noise)
     }
 
     /// The costs the model uses.
@@ -639,7 +643,13 @@ impl Learner {
         let margin = (ACCEPT_HOPS * hop).max(ACCEPT_NOISE * self.noise);
         let shorter = modelled < now.completion - margin;
         if std::env::var_os("BCAST_DEBUG_ARR").is_some() {
-            eprintln!("arrivals {:?}", now.arrival.iter().map(|a| (a * 1e7).round() / 10.0).collect::<Vec<_>>());
+            eprintln!(
+                "arrivals {:?}",
+                now.arrival
+                    .iter()
+                    .map(|a| (a * 1e7).round() / 10.0)
+                    .collect::<Vec<_>>()
+            );
         }
         if std::env::var_os("BCAST_DEBUG").is_some() {
             eprintln!(

@@ -32,8 +32,9 @@
 //!    the noise starts again from K = 1.
 //! 3. The root sends the data down the tree with a trailer: the site's id,
 //!    the table version the tree was computed from, the root's clock (ns
-//!    since its first broadcast of the site) and the swaps just made
-//!    (usually none: 32 bytes, no extra message).
+//!    since its first broadcast of the site), the report threshold (half a
+//!    hop, or twice the noise if more) and the swaps just made (usually
+//!    none: 40 bytes, no extra message).
 //! 4. Every other rank receives from whichever rank sent (never a fixed
 //!    source, so disagreeing ranks are reported, not left hanging) and
 //!    checks the trailer: the same site, the same version, and the sender
@@ -42,9 +43,10 @@
 //! 5. Its slack (from entering the receive to the data's arrival, as
 //!    the mailbox stamped it: negative when the data was there first)
 //!    updates its evaluation `NewVal = ((2^i - 1) * PreVal + Slack) / 2^i`,
-//!    `i` counting slacks since the table last changed (at most 2). On the
-//!    first broadcast of a table, and when the value moved by more than a
-//!    quarter of, and more than 20 µs from, the value it last reported, it
+//!    `i` counting slacks since the table last changed (at most 2; a slack
+//!    more than 4 thresholds and half the value away starts it afresh). On
+//!    the first broadcast of a table, and when the value moved by more than
+//!    the trailer's threshold from the value it last reported, it
 //!    sends it to the root in a `COLL_REPORT` message (a child of the root
 //!    adds the root's clock from the trailer and how long it has held the
 //!    data: the root takes half the rest of the round trip as a measured
@@ -84,9 +86,9 @@ const VAR: &str = "MTTL_BCAST";
 const MAGIC: u32 = 0x4144_4243;
 
 /// The fixed part of a trailer: site u64, version u64, the root's clock
-/// u64 (ns since the site's first broadcast there), swap count u32, magic
-/// u32.
-const TRAILER_LEN: usize = 32;
+/// u64 (ns since the site's first broadcast there), the report threshold
+/// u64 (ns), swap count u32, magic u32.
+const TRAILER_LEN: usize = 40;
 
 /// A report's body: the root's clock from the trailer of the broadcast a
 /// child of the root measured, and how long (ns) the child held the data
@@ -256,14 +258,20 @@ pub(super) fn broadcast_down(
         let len = body.len();
         let children = with_site(site, root, n, |st| {
             let children: Vec<Rank> = st.table.children(root).collect();
-            let swaps = if st.fixed {
-                Vec::new()
+            let (swaps, threshold) = if st.fixed {
+                (Vec::new(), 0.0)
             } else {
                 let learner = st.learner.get_or_insert_with(|| Learner::new(n));
-                learner.after_broadcast(&mut st.table)
+                let swaps = learner.after_broadcast(&mut st.table);
+                (swaps, learner.report_threshold())
             };
-            let clock = st.epoch.elapsed().as_nanos() as u64;
-            push_trailer(&mut body, site.id(), st.version, clock, &swaps);
+            let head = Head {
+                site: site.id(),
+                version: st.version,
+                clock: st.epoch.elapsed().as_nanos() as u64,
+                threshold: (threshold * 1e9) as u64,
+            };
+            push_trailer(&mut body, head, &swaps);
             if !swaps.is_empty() {
                 st.version += 1;
             }
@@ -300,7 +308,7 @@ pub(super) fn broadcast_down(
         ))
     });
     let (children, report) = with_site(site, root, n, |st| {
-        if trailer.site != st.site.id() {
+        if trailer.head.site != st.site.id() {
             return Err(format!(
                 "rank {src} broadcast from another call site than this rank's {}: with {VAR}=adaptive \
                  every rank must call the broadcast from the same place (or the same \
@@ -308,11 +316,11 @@ pub(super) fn broadcast_down(
                 st.site
             ));
         }
-        if trailer.version != st.version {
+        if trailer.head.version != st.version {
             return Err(format!(
                 "the root's table for {} is at version {}, this rank's at {}: the ranks disagree \
                  about the site's table",
-                st.site, trailer.version, st.version
+                st.site, trailer.head.version, st.version
             ));
         }
         if st.table.parent(op.rank) != Some(src) {
@@ -328,9 +336,10 @@ pub(super) fn broadcast_down(
             None
         } else {
             if src == root {
-                st.echo = Some((trailer.clock, filed));
+                st.echo = Some((trailer.head.clock, filed));
             }
-            st.eval.record(slack).map(|v| (v, st.echo.take()))
+            let threshold = trailer.head.threshold as f64 * 1e-9;
+            st.eval.record(slack, threshold).map(|v| (v, st.echo.take()))
         };
         if !trailer.swaps.is_empty() {
             st.table.apply(&trailer.swaps).map_err(|e| {
@@ -431,24 +440,34 @@ fn tables() -> Vec<(String, Rank, Vec<Rank>)> {
     })
 }
 
+/// The fixed fields of a trailer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Head {
+    site: u64,
+    version: u64,
+    /// The root's clock, ns since its first broadcast of the site.
+    clock: u64,
+    /// The report threshold, ns.
+    threshold: u64,
+}
+
 /// A decoded trailer.
 #[derive(Debug)]
 struct Trailer {
     data_len: usize,
-    site: u64,
-    version: u64,
-    clock: u64,
+    head: Head,
     swaps: Vec<(Rank, Rank)>,
 }
 
-fn push_trailer(body: &mut Vec<u8>, site: u64, version: u64, clock: u64, swaps: &[(Rank, Rank)]) {
+fn push_trailer(body: &mut Vec<u8>, head: Head, swaps: &[(Rank, Rank)]) {
     for &(a, b) in swaps {
         body.extend_from_slice(&(a as u32).to_le_bytes());
         body.extend_from_slice(&(b as u32).to_le_bytes());
     }
-    body.extend_from_slice(&site.to_le_bytes());
-    body.extend_from_slice(&version.to_le_bytes());
-    body.extend_from_slice(&clock.to_le_bytes());
+    body.extend_from_slice(&head.site.to_le_bytes());
+    body.extend_from_slice(&head.version.to_le_bytes());
+    body.extend_from_slice(&head.clock.to_le_bytes());
+    body.extend_from_slice(&head.threshold.to_le_bytes());
     body.extend_from_slice(&(swaps.len() as u32).to_le_bytes());
     body.extend_from_slice(&MAGIC.to_le_bytes());
 }
@@ -458,8 +477,13 @@ fn read_trailer(body: &[u8]) -> Result<Trailer, String> {
         return Err(format!("{} bytes, shorter than a trailer", body.len()));
     };
     let mut f = Fields(&body[fixed_at..]);
-    let (site, version, clock, count, magic) =
-        (f.u64(), f.u64(), f.u64(), f.u32() as usize, f.u32());
+    let head = Head {
+        site: f.u64(),
+        version: f.u64(),
+        clock: f.u64(),
+        threshold: f.u64(),
+    };
+    let (count, magic) = (f.u32() as usize, f.u32());
     if magic != MAGIC {
         return Err("no trailer mark".to_owned());
     }
@@ -475,9 +499,7 @@ fn read_trailer(body: &[u8]) -> Result<Trailer, String> {
         .collect();
     Ok(Trailer {
         data_len,
-        site,
-        version,
-        clock,
+        head,
         swaps,
     })
 }
@@ -495,23 +517,29 @@ mod tests {
     #[test]
     fn trailers_round_trip_and_reject_garbage() {
         let mut body = b"data".to_vec();
-        push_trailer(&mut body, 7, 3, 99, &[(1, 2), (5, 4)]);
+        let head = Head {
+            site: 7,
+            version: 3,
+            clock: 99,
+            threshold: 15_000,
+        };
+        push_trailer(&mut body, head, &[(1, 2), (5, 4)]);
         let t = read_trailer(&body).unwrap();
-        assert_eq!((t.data_len, t.site, t.version, t.clock), (4, 7, 3, 99));
+        assert_eq!((t.data_len, t.head), (4, head));
         assert_eq!(t.swaps, vec![(1, 2), (5, 4)]);
         let mut empty = Vec::new();
-        push_trailer(&mut empty, 1, 0, 0, &[]);
+        push_trailer(&mut empty, head, &[]);
         assert_eq!(empty.len(), TRAILER_LEN);
         assert_eq!(read_trailer(&empty).unwrap().data_len, 0);
         assert!(read_trailer(b"short").is_err());
-        assert!(read_trailer(&[0; 40]).unwrap_err().contains("mark"));
+        assert!(read_trailer(&[0; 48]).unwrap_err().contains("mark"));
         assert!(take_report(1, &[0; 20], &[0; 5])
             .unwrap_err()
             .contains("5 bytes"));
         assert_eq!(take_report(1, &[0; 20], &[0; ECHO_LEN]), Ok(()));
         let mut lying = Vec::new();
-        push_trailer(&mut lying, 1, 0, 0, &[]);
-        lying[24..28].copy_from_slice(&1000u32.to_le_bytes());
+        push_trailer(&mut lying, head, &[]);
+        lying[32..36].copy_from_slice(&1000u32.to_le_bytes());
         assert!(read_trailer(&lying).unwrap_err().contains("do not fit"));
     }
 }

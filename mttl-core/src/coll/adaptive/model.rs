@@ -104,11 +104,12 @@ impl AdaptiveModel {
             return Ok(0);
         };
         let swaps = learner.after_broadcast(&mut self.table);
+        let threshold = learner.report_threshold();
         for (r, e) in self.evals.iter_mut().enumerate() {
             if r == self.table.root() {
                 continue;
             }
-            if let Some(v) = e.record(slacks[r]) {
+            if let Some(v) = e.record(slacks[r], threshold) {
                 learner.report(r, v);
             }
             if !swaps.is_empty() {

@@ -73,11 +73,12 @@ fn drive_measured(
             learner.hop_sample(h);
         }
         let swaps = learner.after_broadcast(table);
+        let threshold = learner.report_threshold();
         for (r, e) in evals.iter_mut().enumerate() {
             if r == table.root() {
                 continue;
             }
-            if let Some(v) = e.record(s[r]) {
+            if let Some(v) = e.record(s[r], threshold) {
                 learner.report(r, v);
             }
             if !swaps.is_empty() {
@@ -141,36 +142,45 @@ fn places_are_sorted_by_when_they_get_the_data() {
 
 #[test]
 fn evaluation_is_the_weighted_average_and_reports_only_big_changes() {
+    let t = 0.0008;
     let mut e = Evaluation::default();
-    assert_eq!(e.record(0.004), Some(0.004), "the first is always reported");
-    // (1 * 0.004 + 0.003) / 2 = 0.0035: 12.5% down, not reported.
-    assert_eq!(e.record(0.003), None);
+    assert_eq!(
+        e.record(0.004, t),
+        Some(0.004),
+        "the first is always reported"
+    );
+    // (1 * 0.004 + 0.003) / 2 = 0.0035: 0.5 ms from 0.004, not reported.
+    assert_eq!(e.record(0.003, t), None);
     assert!((e.value - 0.0035).abs() < 1e-12);
-    // (3 * 0.0035 + 0.0025) / 4 = 0.00325: 18.75% down from 0.004.
-    assert_eq!(e.record(0.0025), None);
+    // (3 * 0.0035 + 0.0025) / 4 = 0.00325: 0.75 ms from 0.004.
+    assert_eq!(e.record(0.0025, t), None);
     assert!((e.value - 0.00325).abs() < 1e-12);
-    // (3 * 0.00325 + 0.002) / 4 = 0.0029375: more than a quarter down.
-    let v = e.record(0.002).expect("down by more than a quarter");
+    // (3 * 0.00325 + 0.002) / 4 = 0.0029375: more than 0.8 ms.
+    let v = e
+        .record(0.002, t)
+        .expect("moved by more than the threshold");
     assert!((v - 0.0029375).abs() < 1e-12);
-    // A slack far from the average (by over half of it) restarts it: the
-    // rank's pattern changed. A late rank's slack is negative.
-    assert_eq!(e.record(-0.00045), Some(-0.00045));
-    assert_eq!(e.record(-0.0004), None, "(-0.00045 - 0.0004) / 2: 6% off");
+    // A slack far from the average (by over 4 thresholds and half of it)
+    // restarts it: the rank's pattern changed. A late rank's slack is
+    // negative.
+    assert_eq!(e.record(-0.0045, t), Some(-0.0045));
+    assert_eq!(e.record(-0.004, t), None, "(-0.0045 - 0.004) / 2");
     e.restart();
     assert_eq!(
-        e.record(-0.0004),
-        Some(-0.0004),
+        e.record(-0.004, t),
+        Some(-0.004),
         "a restart takes the new slack and reports it"
     );
 }
 
 #[test]
-fn noise_below_the_floor_is_never_reported() {
+fn noise_below_the_threshold_is_never_reported() {
+    let t = 20e-6;
     let mut e = Evaluation::default();
-    assert!(e.record(0.0).is_some());
+    assert!(e.record(0.0, t).is_some());
     for k in 0..1000 {
-        let slack = REPORT_FLOOR * 0.9 * (f64::from(k % 7) / 3.0 - 1.0);
-        assert_eq!(e.record(slack), None, "slack {slack}");
+        let slack = t * 0.9 * (f64::from(k % 7) / 3.0 - 1.0);
+        assert_eq!(e.record(slack, t), None, "slack {slack}");
     }
 }
 
