@@ -25,6 +25,7 @@ use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::fmt;
+use std::time::Instant;
 
 use mttl_comm::{Rank, Tag};
 
@@ -113,6 +114,9 @@ type Key = (u64, Rank, u8);
 struct Parcel {
     kind: Kind,
     body: Vec<u8>,
+    /// When it was filed: how long the data waited for its reader is the
+    /// adaptive broadcast's measure of a late rank.
+    filed: Instant,
 }
 
 /// The thread blocked in a collective and the message it waits for: from
@@ -233,7 +237,11 @@ impl State {
                 ))
             }
             Entry::Vacant(v) => {
-                v.insert(Parcel { kind, body });
+                v.insert(Parcel {
+                    kind,
+                    body,
+                    filed: Instant::now(),
+                });
             }
         }
         if self.waiter.as_ref().is_some_and(|w| w.wants(key)) {
@@ -279,7 +287,9 @@ impl Service for Collectives {
     /// the adaptive broadcast goes to its learner).
     fn handle(cx: &mut Context, src: Rank, kind: Tag, header: &[u8], body: Cow<'_, [u8]>) {
         if kind == wire::COLL_REPORT {
-            super::adaptive::take_report(src, header);
+            if let Err(why) = super::adaptive::take_report(src, header, &body) {
+                cx.fail(&why, FAILURE_CODE);
+            }
             return;
         }
         let mut f = Fields(header);
@@ -440,6 +450,13 @@ impl Op {
     /// blocking until one arrives: for a receiver that must check who sent
     /// rather than hang when the nodes disagree about the sender.
     pub(super) fn recv_any(&self, step: u8) -> (Rank, Vec<u8>) {
+        let (src, body, _) = self.recv_any_filed(step);
+        (src, body)
+    }
+
+    /// As [`Op::recv_any`], also saying when the message was filed (at
+    /// or after the call when the call had to wait for it).
+    pub(super) fn recv_any_filed(&self, step: u8) -> (Rank, Vec<u8>, Instant) {
         loop {
             let got = with_state(|st| {
                 let found = st
@@ -447,7 +464,7 @@ impl Op {
                     .range((self.seq, 0, step)..=(self.seq, Rank::MAX, step))
                     .map(|(&k, _)| k)
                     .find(|k| k.2 == step);
-                match found.and_then(|k| st.mailbox.remove(&k).map(|p| (k.1, p.body))) {
+                match found.and_then(|k| st.mailbox.remove(&k).map(|p| (k.1, p.body, p.filed))) {
                     Some(got) => {
                         st.waiter = None;
                         Some(got)

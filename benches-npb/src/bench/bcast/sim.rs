@@ -1,8 +1,20 @@
 //! The large-scale evaluation on `mttl-sim`: each broadcast of a series is
 //! one GOAL schedule (each rank's work as a `calc`, then the algorithm's
-//! messages) played under LogGOPS, and the ranks' simulated waits feed the
+//! messages) played under LogGOPS, and the ranks' simulated slacks feed the
 //! adaptive learner (an [`AdaptiveModel`], the same code a job runs), whose
 //! table the next broadcast's schedule follows.
+//!
+//! A rank's slack is the time from entering the receive (the end of its
+//! `calc`) to the data's being ready: its arrival plus the receiver's CPU
+//! time for it, o + (s−1)·max(O, G), as mttl-sim charges it. For a rank
+//! that waited, the simulator's idle time less the idle time between its
+//! own sends ((sends − 1)·(gap − o)) is the wait for the arrival. For a
+//! late rank (the data was there first) the arrival is rebuilt with the
+//! simulator's rules from its parent's start (its entry or its data's
+//! being ready, whichever is later): the k-th send (from 0) starts k gaps
+//! of max(o, g + (s−1)G) after it and arrives o + L after that. A job's
+//! rank measures the same from the time the message was filed in its
+//! mailbox.
 //!
 //! The arrival-order baseline decides its batches within the call from
 //! when the root gets the notices; a GOAL schedule is fixed beforehand, so
@@ -109,8 +121,24 @@ pub(super) fn series(
                 .map(|(&a, &b)| (a as f64 * ns, b as f64 * ns)),
         ));
         if algo == Algo::Adaptive {
-            let waits: Vec<f64> = report.ranks.iter().map(|t| t.wait as f64 * ns).collect();
-            learned.after_broadcast(&waits).map_err(BenchError::Check)?;
+            let idle: Vec<u64> = report.ranks.iter().map(|t| t.wait).collect();
+            let slacks = tree_slacks(&learned, &entry, &idle, bytes, params);
+            if std::env::var_os("BCAST_DEBUG_ARR").is_some() {
+                eprintln!(
+                    "call {i} true {:?}",
+                    entry
+                        .iter()
+                        .map(|&e| ((e as f64 - entry[0] as f64) / 100.0).round() / 10.0)
+                        .collect::<Vec<_>>()
+                );
+            }
+            // What a job's root measures: the data's one-way time to a
+            // child, its CPU time to take it, and its own time per send.
+            learned.hop_sample((one_way(params) + receive_cost(bytes, params)) as f64 * ns);
+            learned.gap_sample(send_gap(bytes, params) as f64 * ns);
+            learned
+                .after_broadcast(&slacks)
+                .map_err(BenchError::Check)?;
             if i + 1 == total / 2 {
                 out.progress_half = Some(Progress::from(learned.progress()));
             }
@@ -120,6 +148,86 @@ pub(super) fn series(
         out.progress = Some(Progress::from(learned.progress()));
     }
     Ok(out)
+}
+
+/// The time (ns) from a send's start to its message's arrival: o + L
+/// (the sender's NIC pays (s−1)G before its next message).
+fn one_way(p: &Params) -> u64 {
+    p.o + p.l
+}
+
+/// The receiver's CPU time (ns) for a message that arrived: o + (s−1)
+/// times the larger of O and G.
+fn receive_cost(bytes: u64, p: &Params) -> u64 {
+    p.o + p.big_o_ps.max(p.big_g_ps) * bytes.saturating_sub(1) / 1000
+}
+
+/// The time (ns) between a rank's successive sends: its CPU's o or its
+/// NIC's g + (s−1)G, whichever is longer.
+fn send_gap(bytes: u64, p: &Params) -> u64 {
+    p.o.max(p.g + p.big_g_ps * bytes.saturating_sub(1) / 1000)
+}
+
+/// Every rank's slack (seconds) in a broadcast down `table`'s tree, from
+/// the ranks' entries and idle times (ns), as the module docs say.
+fn tree_slacks(
+    table: &AdaptiveModel,
+    entry: &[u64],
+    idle: &[u64],
+    bytes: u64,
+    p: &Params,
+) -> Vec<f64> {
+    data_arrivals(table, entry, idle, bytes, p)
+        .iter()
+        .zip(entry)
+        .map(|(&(got, _), &e)| (got as f64 - e as f64) * 1e-9)
+        .collect()
+}
+
+/// Per rank (ns): when the data reached it (the root: its entry) as the
+/// slack takes it, and as LogGOPS's rules alone give it. A rank's idle
+/// time is its wait for the data plus, between its sends, the time the
+/// NIC is busier than the CPU: `(sends - 1) · (gap - o)`.
+fn data_arrivals(
+    table: &AdaptiveModel,
+    entry: &[u64],
+    idle: &[u64],
+    bytes: u64,
+    p: &Params,
+) -> Vec<(u64, u64)> {
+    let n = entry.len();
+    let gap = send_gap(bytes, p);
+    let latency = one_way(p);
+    let receive = receive_cost(bytes, p);
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&r| table.virtual_ranks()[r]);
+    let mut modelled = vec![0u64; n];
+    let mut out = vec![(0, 0); n];
+    // Virtual ranks in increasing order visit parents before children.
+    for r in order {
+        let children = table.children(r);
+        let start = match table.parent(r) {
+            None => {
+                out[r] = (entry[r], entry[r]);
+                entry[r]
+            }
+            Some(_) => {
+                let between = children.len().saturating_sub(1) as u64 * (gap - p.o);
+                let waited = idle[r].saturating_sub(between);
+                let got = if waited > 0 {
+                    entry[r] + waited
+                } else {
+                    modelled[r]
+                };
+                out[r] = (got, modelled[r]);
+                entry[r].max(got + receive)
+            }
+        };
+        for (k, &c) in children.iter().enumerate() {
+            modelled[c] = start + k as u64 * gap + latency;
+        }
+    }
+    out
 }
 
 /// A broadcast down `table`'s tree after each rank's `calc` of
@@ -239,6 +347,41 @@ mod tests {
             serve(&list, &mut |_, to| got[to] += 1);
             assert_eq!(got[0], 0);
             assert!(got[1..].iter().all(|&c| c == 1), "{len}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn modelled_arrivals_are_the_simulator_s_for_ranks_that_waited() {
+        let p = Params::default();
+        let n = 32;
+        for (seed, bytes) in [(1, 4096), (2, 64), (3, 100_000)] {
+            let entry: Vec<u64> = (0..n)
+                .map(|r| (Pattern::Random.work(r, 0, 1, n, seed) * 200_000.0) as u64)
+                .collect();
+            let mut table = AdaptiveModel::new(n, 0);
+            // A table other than the binomial one too.
+            for round in 0..2 {
+                let goal = tree_goal(&table, &entry, bytes);
+                let sched = input::goal::parse(Path::new("t.goal"), goal.as_bytes()).unwrap();
+                let report = simulate(&sched, &p);
+                let idle: Vec<u64> = report.ranks.iter().map(|t| t.wait).collect();
+                let got = data_arrivals(&table, &entry, &idle, bytes, &p);
+                let mut waited = 0;
+                for r in 1..n {
+                    let (observed, modelled) = got[r];
+                    if observed > entry[r] {
+                        waited += 1;
+                        assert!(
+                            observed.abs_diff(modelled) <= 2,
+                            "round {round}, {bytes} B, rank {r}: {observed} vs {modelled}"
+                        );
+                    }
+                }
+                assert!(waited > 3, "{waited}");
+                // Then the same on the table that sorts the ranks by entry.
+                let seconds: Vec<f64> = entry.iter().map(|&e| e as f64 * 1e-9).collect();
+                table = AdaptiveModel::fixed(n, 0, &ideal_table(&seconds, 30e-6, 0)).unwrap();
+            }
         }
     }
 

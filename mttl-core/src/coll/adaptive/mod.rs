@@ -20,30 +20,38 @@
 //!    virtual = rank relative to the root; virtual 0 is always the root)
 //!    and its version, starting at 0.
 //! 2. The root computes this broadcast's tree from the table, then runs
-//!    its learner: every K-th broadcast of the site (K starts at 1, doubles
-//!    when the total wait changed by at most 25% since the last phase,
-//!    halves otherwise) a phase judges the last trial (undoing it if the
-//!    total wait went up by more than 250 µs, then trying the next
-//!    candidate, at most 4 per waiting rank before the search stops) or
-//!    swaps the rank that waits most with an idle one (most sends first,
-//!    then fewest receives on its path from the root), several pairs at
-//!    once when at least 8 ranks idle. A settled site whose total wait
-//!    jumps (more than doubles, by more than 1 ms) starts again from K = 1.
+//!    its learner ([`learner`]'s steps): every K-th broadcast of the site
+//!    (K starts at 1, doubles after each phase that changed nothing, is 1
+//!    again after a change) a phase rebuilds the last broadcasts from the
+//!    reported slacks (every rank's arrival, the observed completion), and
+//!    either judges the last change (undoing it when the completion got
+//!    worse by more than half a hop and the noise) or puts the ranks,
+//!    sorted by arrival, onto the places sorted by when they get the data,
+//!    if the model says that shortens the completion by at least half a
+//!    hop. A settled site whose completion moves by more than a hop and
+//!    the noise starts again from K = 1.
 //! 3. The root sends the data down the tree with a trailer: the site's id,
-//!    the table version the tree was computed from, and the swaps just
-//!    made (usually none: 24 bytes, no extra message).
+//!    the table version the tree was computed from, the root's clock (ns
+//!    since its first broadcast of the site), the report threshold (half a
+//!    hop, or twice the noise if more) and the swaps just made (usually
+//!    none: 40 bytes, no extra message).
 //! 4. Every other rank receives from whichever rank sent (never a fixed
 //!    source, so disagreeing ranks are reported, not left hanging) and
 //!    checks the trailer: the same site, the same version, and the sender
 //!    its parent in its own table; anything else stops the job naming
 //!    both sides. It forwards the message as it came to its children.
-//! 5. Its wait (entering the receive to the data's arrival) updates its
-//!    evaluation `NewVal = ((2^i - 1) * PreVal + Wait) / 2^i`, `i` counting
-//!    waits since the table last changed (at most 2). When the value moved
-//!    by more than half of, and more than 250 µs from, the value it last
-//!    reported, it sends it to the root in a `COLL_REPORT` message; the
-//!    root files it with the site's learner as it arrives and uses it at
-//!    its next broadcast of the site, without waiting for it.
+//! 5. Its slack (from entering the receive to the data's arrival, as
+//!    the mailbox stamped it: negative when the data was there first)
+//!    updates its evaluation `NewVal = ((2^i - 1) * PreVal + Slack) / 2^i`,
+//!    `i` counting slacks since the table last changed (at most 2; a slack
+//!    more than 4 thresholds and half the value away starts it afresh). On
+//!    the first broadcast of a table, and when the value moved by more than
+//!    the trailer's threshold from the value it last reported, it
+//!    sends it to the root in a `COLL_REPORT` message (a child of the root
+//!    adds the root's clock from the trailer and how long it has held the
+//!    data: the root takes half the rest of the round trip as a measured
+//!    hop); the root files it with the site's learner as it arrives and
+//!    uses it at its next broadcast of the site, without waiting for it.
 //! 6. Every rank, the root included, applies the trailer's swaps after the
 //!    broadcast and bumps the version: the next broadcast of the site uses
 //!    the new table everywhere, since every rank received the change before
@@ -77,9 +85,16 @@ const VAR: &str = "MTTL_BCAST";
 /// an adaptive one says so instead of misreading it.
 const MAGIC: u32 = 0x4144_4243;
 
-/// The fixed part of a trailer: site u64, version u64, swap count u32,
-/// magic u32.
-const TRAILER_LEN: usize = 24;
+/// The fixed part of a trailer: site u64, version u64, the root's clock
+/// u64 (ns since the site's first broadcast there), the report threshold
+/// u64 (ns), swap count u32, magic u32.
+const TRAILER_LEN: usize = 40;
+
+/// A report's body: the root's clock from the trailer of the broadcast a
+/// child of the root measured, and how long (ns) the child held the data
+/// before reporting; empty when the reporting rank is not a child of the
+/// root.
+const ECHO_LEN: usize = 16;
 
 /// The broadcast algorithm of [`crate::broadcast`] and
 /// [`crate::broadcast_slice`].
@@ -112,6 +127,11 @@ struct SiteState {
     learner: Option<Learner>,
     /// A table given by the program, never learned.
     fixed: bool,
+    /// On the root: the zero of the clock its trailers carry.
+    epoch: Instant,
+    /// On a child of the root: the root's clock of the last broadcast and
+    /// when its data arrived here, for the next report.
+    echo: Option<(u64, Instant)>,
 }
 
 thread_local! {
@@ -146,6 +166,8 @@ fn fix_table(site: Site, root: Rank, n: usize, to_virtual: &[Rank]) -> Result<()
                 eval: Evaluation::default(),
                 learner: None,
                 fixed: true,
+                epoch: Instant::now(),
+                echo: None,
             },
         )
     });
@@ -214,6 +236,8 @@ fn with_site<R>(site: Site, root: Rank, n: usize, f: impl FnOnce(&mut SiteState)
             eval: Evaluation::default(),
             learner: None,
             fixed: false,
+            epoch: Instant::now(),
+            echo: None,
         });
         f(st)
     })
@@ -234,27 +258,49 @@ pub(super) fn broadcast_down(
         let len = body.len();
         let children = with_site(site, root, n, |st| {
             let children: Vec<Rank> = st.table.children(root).collect();
-            let swaps = if st.fixed {
-                Vec::new()
+            let (swaps, threshold) = if st.fixed {
+                (Vec::new(), 0.0)
             } else {
                 let learner = st.learner.get_or_insert_with(|| Learner::new(n));
-                learner.after_broadcast(&mut st.table)
+                let swaps = learner.after_broadcast(&mut st.table);
+                (swaps, learner.report_threshold())
             };
-            push_trailer(&mut body, site.id(), st.version, &swaps);
+            let head = Head {
+                site: site.id(),
+                version: st.version,
+                clock: st.epoch.elapsed().as_nanos() as u64,
+                threshold: (threshold * 1e9) as u64,
+            };
+            push_trailer(&mut body, head, &swaps);
             if !swaps.is_empty() {
                 st.version += 1;
             }
             children
         });
+        let sending = Instant::now();
+        let sends = children.len();
         for c in children {
             op.send(c, STEP_DOWN, &body);
+        }
+        if sends > 0 {
+            // The learner's gap: this root's time per send.
+            let gap = sending.elapsed().as_secs_f64() / sends as f64;
+            with_site(site, root, n, |st| {
+                if let Some(learner) = st.learner.as_mut() {
+                    learner.gap_sample(gap);
+                }
+            });
         }
         body.truncate(len);
         return Some(body);
     }
     let entered = Instant::now();
-    let (src, body) = op.recv_any(STEP_DOWN);
-    let wait = entered.elapsed().as_secs_f64();
+    let (src, body, filed) = op.recv_any_filed(STEP_DOWN);
+    let slack = if filed >= entered {
+        (filed - entered).as_secs_f64()
+    } else {
+        -(entered - filed).as_secs_f64()
+    };
     let trailer = read_trailer(&body).unwrap_or_else(|why| {
         op.fail(&format!(
             "the message from rank {src} is not an adaptive broadcast's ({why}): do all ranks set \
@@ -262,7 +308,7 @@ pub(super) fn broadcast_down(
         ))
     });
     let (children, report) = with_site(site, root, n, |st| {
-        if trailer.site != st.site.id() {
+        if trailer.head.site != st.site.id() {
             return Err(format!(
                 "rank {src} broadcast from another call site than this rank's {}: with {VAR}=adaptive \
                  every rank must call the broadcast from the same place (or the same \
@@ -270,11 +316,11 @@ pub(super) fn broadcast_down(
                 st.site
             ));
         }
-        if trailer.version != st.version {
+        if trailer.head.version != st.version {
             return Err(format!(
                 "the root's table for {} is at version {}, this rank's at {}: the ranks disagree \
                  about the site's table",
-                st.site, trailer.version, st.version
+                st.site, trailer.head.version, st.version
             ));
         }
         if st.table.parent(op.rank) != Some(src) {
@@ -286,7 +332,15 @@ pub(super) fn broadcast_down(
             ));
         }
         let children: Vec<Rank> = st.table.children(op.rank).collect();
-        let report = if st.fixed { None } else { st.eval.record(wait) };
+        let report = if st.fixed {
+            None
+        } else {
+            if src == root {
+                st.echo = Some((trailer.head.clock, filed));
+            }
+            let threshold = trailer.head.threshold as f64 * 1e-9;
+            st.eval.record(slack, threshold).map(|v| (v, st.echo.take()))
+        };
         if !trailer.swaps.is_empty() {
             st.table.apply(&trailer.swaps).map_err(|e| {
                 format!("the root's change to the table of {} is invalid: {e}", st.site)
@@ -300,23 +354,30 @@ pub(super) fn broadcast_down(
     for c in children {
         op.send(c, STEP_DOWN, &body);
     }
-    if let Some(value) = report {
-        send_report(op, root, site, value);
+    if let Some((value, echo)) = report {
+        send_report(op, root, site, value, echo);
     }
     let mut body = body;
     body.truncate(trailer.data_len);
     Some(body)
 }
 
-/// Step 5: sends this rank's evaluation to the site's root.
-fn send_report(op: &Op, root: Rank, site: Site, value: f64) {
-    let ns = (value * 1e9) as u64;
+/// Step 5: sends this rank's evaluation (seconds, signed) to the site's
+/// root, in whole nanoseconds, with the echo of the root's clock when this
+/// rank is a child of the root (the root measures a hop from it).
+fn send_report(op: &Op, root: Rank, site: Site, value: f64, echo: Option<(u64, Instant)>) {
+    let ns = (value * 1e9) as i64 as u64;
     let header = HeaderBuf::with_capacity(20)
         .u64(site.id())
         .u32(root as u32)
         .u64(ns);
+    let mut body = Vec::new();
+    if let Some((clock, arrived)) = echo {
+        body.extend_from_slice(&clock.to_le_bytes());
+        body.extend_from_slice(&(arrived.elapsed().as_nanos() as u64).to_le_bytes());
+    }
     context::with(|cx| {
-        if let Err(e) = cx.post(root, wire::COLL_REPORT, &header.bytes, &[]) {
+        if let Err(e) = cx.post(root, wire::COLL_REPORT, &header.bytes, &body) {
             cx.send_failed(
                 &format!("broadcast #{}: reporting waits to rank {root}", op.seq),
                 &e,
@@ -326,21 +387,43 @@ fn send_report(op: &Op, root: Rank, site: Site, value: f64) {
 }
 
 /// Files a `COLL_REPORT` from `src` with the learner of its site (step 5,
-/// on the root). A report for a site this rank is not the root of is
-/// dropped: it can only come from a job whose ranks disagree, which the
-/// broadcasts themselves report.
-pub(super) fn take_report(src: Rank, header: &[u8]) {
+/// on the root), and the hop its echo measures: half of the time from the
+/// root's sending to the report's arrival, less the time the child held
+/// the data. A report for a site this rank is not the root of is dropped:
+/// it can only come from a job whose ranks disagree, which the broadcasts
+/// themselves report. An error for a body that is not an echo.
+pub(super) fn take_report(src: Rank, header: &[u8], body: &[u8]) -> Result<(), String> {
+    let echo = match body.len() {
+        0 => None,
+        ECHO_LEN => {
+            let mut f = Fields(body);
+            Some((f.u64(), f.u64()))
+        }
+        other => {
+            return Err(format!(
+                "malformed adaptive broadcast report from rank {src}: a body of {other} bytes, \
+                 expected 0 or {ECHO_LEN}"
+            ))
+        }
+    };
     let mut f = Fields(header);
     let site = f.u64();
     let root = f.u32() as Rank;
-    let value = f.u64() as f64 * 1e-9;
+    let value = f.u64() as i64 as f64 * 1e-9;
     SITES.with(|sites| {
         if let Some(st) = sites.borrow_mut().get_mut(&(site, root)) {
             if let Some(learner) = st.learner.as_mut() {
                 learner.report(src, value);
+                if let Some((clock, held)) = echo {
+                    let now = st.epoch.elapsed().as_nanos() as u64;
+                    if let Some(trip) = now.checked_sub(clock).and_then(|t| t.checked_sub(held)) {
+                        learner.hop_sample(trip as f64 * 0.5e-9);
+                    }
+                }
             }
         }
     });
+    Ok(())
 }
 
 /// The current tables of this rank's sites: (site, root, virtual rank of
@@ -357,22 +440,34 @@ fn tables() -> Vec<(String, Rank, Vec<Rank>)> {
     })
 }
 
+/// The fixed fields of a trailer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Head {
+    site: u64,
+    version: u64,
+    /// The root's clock, ns since its first broadcast of the site.
+    clock: u64,
+    /// The report threshold, ns.
+    threshold: u64,
+}
+
 /// A decoded trailer.
 #[derive(Debug)]
 struct Trailer {
     data_len: usize,
-    site: u64,
-    version: u64,
+    head: Head,
     swaps: Vec<(Rank, Rank)>,
 }
 
-fn push_trailer(body: &mut Vec<u8>, site: u64, version: u64, swaps: &[(Rank, Rank)]) {
+fn push_trailer(body: &mut Vec<u8>, head: Head, swaps: &[(Rank, Rank)]) {
     for &(a, b) in swaps {
         body.extend_from_slice(&(a as u32).to_le_bytes());
         body.extend_from_slice(&(b as u32).to_le_bytes());
     }
-    body.extend_from_slice(&site.to_le_bytes());
-    body.extend_from_slice(&version.to_le_bytes());
+    body.extend_from_slice(&head.site.to_le_bytes());
+    body.extend_from_slice(&head.version.to_le_bytes());
+    body.extend_from_slice(&head.clock.to_le_bytes());
+    body.extend_from_slice(&head.threshold.to_le_bytes());
     body.extend_from_slice(&(swaps.len() as u32).to_le_bytes());
     body.extend_from_slice(&MAGIC.to_le_bytes());
 }
@@ -382,7 +477,13 @@ fn read_trailer(body: &[u8]) -> Result<Trailer, String> {
         return Err(format!("{} bytes, shorter than a trailer", body.len()));
     };
     let mut f = Fields(&body[fixed_at..]);
-    let (site, version, count, magic) = (f.u64(), f.u64(), f.u32() as usize, f.u32());
+    let head = Head {
+        site: f.u64(),
+        version: f.u64(),
+        clock: f.u64(),
+        threshold: f.u64(),
+    };
+    let (count, magic) = (f.u32() as usize, f.u32());
     if magic != MAGIC {
         return Err("no trailer mark".to_owned());
     }
@@ -398,8 +499,7 @@ fn read_trailer(body: &[u8]) -> Result<Trailer, String> {
         .collect();
     Ok(Trailer {
         data_len,
-        site,
-        version,
+        head,
         swaps,
     })
 }
@@ -417,19 +517,29 @@ mod tests {
     #[test]
     fn trailers_round_trip_and_reject_garbage() {
         let mut body = b"data".to_vec();
-        push_trailer(&mut body, 7, 3, &[(1, 2), (5, 4)]);
+        let head = Head {
+            site: 7,
+            version: 3,
+            clock: 99,
+            threshold: 15_000,
+        };
+        push_trailer(&mut body, head, &[(1, 2), (5, 4)]);
         let t = read_trailer(&body).unwrap();
-        assert_eq!((t.data_len, t.site, t.version), (4, 7, 3));
+        assert_eq!((t.data_len, t.head), (4, head));
         assert_eq!(t.swaps, vec![(1, 2), (5, 4)]);
         let mut empty = Vec::new();
-        push_trailer(&mut empty, 1, 0, &[]);
+        push_trailer(&mut empty, head, &[]);
         assert_eq!(empty.len(), TRAILER_LEN);
         assert_eq!(read_trailer(&empty).unwrap().data_len, 0);
         assert!(read_trailer(b"short").is_err());
-        assert!(read_trailer(&[0; 40]).unwrap_err().contains("mark"));
+        assert!(read_trailer(&[0; 48]).unwrap_err().contains("mark"));
+        assert!(take_report(1, &[0; 20], &[0; 5])
+            .unwrap_err()
+            .contains("5 bytes"));
+        assert_eq!(take_report(1, &[0; 20], &[0; ECHO_LEN]), Ok(()));
         let mut lying = Vec::new();
-        push_trailer(&mut lying, 1, 0, &[]);
-        lying[16..20].copy_from_slice(&1000u32.to_le_bytes());
+        push_trailer(&mut lying, head, &[]);
+        lying[32..36].copy_from_slice(&1000u32.to_le_bytes());
         assert!(read_trailer(&lying).unwrap_err().contains("do not fit"));
     }
 }
