@@ -9,10 +9,12 @@
 //! 1. Each receiver hands every sender a global pointer to where that
 //!    sender's keys go in its landing array (NPB's `key_buff2`), at the
 //!    displacement it computed from the counts: one alltoall of pointers.
-//! 2. Each sender `nwrite`s its keys for every receiver through that
-//!    pointer, the next node first and itself last (so that every node
-//!    starts sending at once), then meets the others at a barrier, which
-//!    completes every remote write issued before it.
+//! 2. Each sender `nwrite`s its keys for every other receiver through that
+//!    pointer, the next node first (so that every node starts sending at
+//!    once), then meets the others at a barrier, which completes every
+//!    remote write issued before it. Its keys for itself stay where the
+//!    bucket sort put them ([`IsComm::keeps_own_keys`]): the ranking counts
+//!    them there, and the landing array has no room for them.
 //! 3. The receiver borrows its landing array and hands it to the ranking
 //!    without a copy, until the next exchange begins (no node writes into
 //!    it in between: step 1 comes first).
@@ -75,7 +77,7 @@ impl IsComm for MttlIs<'_> {
     ) {
         let me = mttl::rank();
         self.keys = None;
-        self.keys_len = recv_counts.iter().sum::<i32>() as usize;
+        self.keys_len = (recv_counts.iter().sum::<i32>() - recv_counts[me]) as usize;
         assert!(
             self.keys_len <= self.landing.len(),
             "process {me} receives {} keys, more than its buffer of {} (NPB's SIZE_OF_BUFFERS)",
@@ -88,7 +90,7 @@ impl IsComm for MttlIs<'_> {
             .collect();
         let mut there = vec![GlobalPtr::null(); here.len()];
         mttl::alltoall_slice(&here, &mut there);
-        for d in (1..=there.len()).map(|k| (me + k) % there.len()) {
+        for d in (1..there.len()).map(|k| (me + k) % there.len()) {
             let (displ, count) = (send_displs[d] as usize, send_counts[d] as usize);
             there[d].nwrite_slice(&send[displ..][..count]);
         }
@@ -98,6 +100,11 @@ impl IsComm for MttlIs<'_> {
 
     fn received_keys(&self) -> &[i32] {
         &self.keys.as_ref().expect("keys arrived by an alltoallv")[..self.keys_len]
+    }
+
+    /// Step 2: a node's keys for itself are not copied.
+    fn keeps_own_keys(&self) -> bool {
+        true
     }
 
     /// A remote write into the right neighbour's boundary slot, then a

@@ -14,8 +14,11 @@
 //!    the send counts and displacements; processes left without buckets get
 //!    an empty range.
 //! 6. Alltoall of the counts, receive displacements by prefix sum, alltoallv
-//!    of the keys.
-//! 7. Counting sort of the received keys over this process's key range
+//!    of the keys. A driver whose exchange leaves this process's own keys
+//!    in the send buffer ([`IsComm::keeps_own_keys`]) gets displacements
+//!    without room for them.
+//! 7. Counting sort of the received keys (and this process's own, where
+//!    they were left) over this process's key range
 //!    `[min, max]`: populations, then cumulative counts, so `count[k − min]`
 //!    is the number of local keys `≤ k`.
 //! 8. Partial verification: for each test key in `[min, max]`, its rank is
@@ -140,6 +143,8 @@ impl FullVerification {
 struct LastRanking {
     min_key: i32,
     local_keys: usize,
+    /// Where in `bucketed` this process's own keys stayed, if they did.
+    own_keys: Option<(usize, usize)>,
     global_count_ok: bool,
 }
 
@@ -269,10 +274,22 @@ impl IsRank {
 
         // Step 6.
         comm.alltoall(&self.send_counts, &mut self.recv_counts);
+        let me = self.me;
+        let own_keys = comm.keeps_own_keys().then(|| {
+            let displ = self.send_displs[me] as usize;
+            (displ, displ + self.send_counts[me] as usize)
+        });
         let mut displ = 0;
-        for (d, &c) in self.recv_displs.iter_mut().zip(&self.recv_counts) {
+        for (s, (d, &c)) in self
+            .recv_displs
+            .iter_mut()
+            .zip(&self.recv_counts)
+            .enumerate()
+        {
             *d = displ;
-            displ += c;
+            if own_keys.is_none() || s != me {
+                displ += c;
+            }
         }
         comm.alltoallv(
             &self.bucketed,
@@ -283,7 +300,6 @@ impl IsRank {
         );
 
         // Step 7.
-        let me = self.me;
         let min_key = (self.first_bucket[me] << shift) as i32;
         let max_key = (((self.last_bucket[me] + 1) << shift) - 1) as i32;
         let width = (max_key - min_key + 1).max(0) as usize;
@@ -300,13 +316,17 @@ impl IsRank {
         let counts = &mut self.counts[..width];
         counts.fill(0);
         let received = comm.received_keys();
+        let own = own_keys.map_or(&[][..], |(from, to)| &self.bucketed[from..to]);
         assert_eq!(
-            received.len(),
+            received.len() + own.len(),
             local_keys,
-            "process {me}: the alltoallv delivered {} keys, the bucket totals say {local_keys}",
-            received.len()
+            "process {me}: the alltoallv delivered {} keys and left {} in place, the bucket totals say {local_keys}",
+            received.len(),
+            own.len()
         );
-        count_and_accumulate(received, min_key, counts);
+        count(received, min_key, counts);
+        count(own, min_key, counts);
+        accumulate(counts);
 
         // Step 8.
         let mut passed = 0;
@@ -337,6 +357,7 @@ impl IsRank {
         self.last = Some(LastRanking {
             min_key,
             local_keys,
+            own_keys,
             global_count_ok: global == self.params.total_keys() as i64,
         });
         passed
@@ -389,9 +410,12 @@ impl IsRank {
     pub fn full_verify<C: IsComm + ?Sized>(&mut self, comm: &mut C) -> FullVerification {
         let last = self.last.expect("full_verify runs after rank_keys");
         let received = comm.received_keys();
-        let received_len = received.len();
+        let own = last
+            .own_keys
+            .map_or(&[][..], |(from, to)| &self.bucketed[from..to]);
+        let received_len = received.len() + own.len();
         let mut sorted = vec![0i32; last.local_keys];
-        for &k in received {
+        for &k in received.iter().chain(own) {
             let c = &mut self.counts[(k - last.min_key) as usize];
             *c -= 1;
             sorted[*c as usize] = k;
@@ -444,16 +468,20 @@ fn scatter(keys: &[i32], shift: u32, next: &mut [u32], out: &mut [i32]) {
     }
 }
 
-/// Counts the keys (all in `[min_key, min_key + counts.len())`) into
-/// `counts`, then makes the counts cumulative: `counts[i]` becomes the number
-/// of keys `≤ min_key + i`.
-fn count_and_accumulate(keys: &[i32], min_key: i32, counts: &mut [i32]) {
+/// Adds the keys (all in `[min_key, min_key + counts.len())`) to their
+/// populations in `counts`.
+fn count(keys: &[i32], min_key: i32, counts: &mut [i32]) {
     for (line, chunk) in keys.chunks(KEYS_PER_LINE).enumerate() {
         prefetch(keys, line * KEYS_PER_LINE + PREFETCH_AHEAD);
         for &k in chunk {
             counts[(k - min_key) as usize] += 1;
         }
     }
+}
+
+/// Makes the populations cumulative: `counts[i]` becomes the number of keys
+/// `≤ min_key + i`.
+fn accumulate(counts: &mut [i32]) {
     let mut total = 0;
     for c in counts {
         total += *c;
@@ -559,6 +587,73 @@ mod tests {
                 .flat_map(|me| IsRank::new(p, nprocs, me).unwrap().keys().to_vec())
                 .collect();
             assert_eq!(joined, whole, "{nprocs} processes");
+        }
+    }
+
+    /// One process's exchange with itself: a copy into its own landing
+    /// buffer, or (`keep_own`) none at all.
+    struct Alone {
+        keep_own: bool,
+        landing: Vec<i32>,
+    }
+
+    impl IsComm for Alone {
+        fn allreduce_sum(&mut self, local: &[i32], total: &mut [i32]) {
+            total.copy_from_slice(local);
+        }
+
+        fn alltoall(&mut self, send: &[i32], recv: &mut [i32]) {
+            recv.copy_from_slice(send);
+        }
+
+        fn alltoallv(
+            &mut self,
+            send: &[i32],
+            send_counts: &[i32],
+            send_displs: &[i32],
+            recv_counts: &[i32],
+            recv_displs: &[i32],
+        ) {
+            assert_eq!(send_counts, recv_counts);
+            assert_eq!(recv_displs, [0]);
+            self.landing.clear();
+            if !self.keep_own {
+                let from = send_displs[0] as usize;
+                self.landing
+                    .extend_from_slice(&send[from..][..send_counts[0] as usize]);
+            }
+        }
+
+        fn received_keys(&self) -> &[i32] {
+            &self.landing
+        }
+
+        fn keeps_own_keys(&self) -> bool {
+            self.keep_own
+        }
+
+        fn shift_right(&mut self, _: i32) -> Option<i32> {
+            None
+        }
+    }
+
+    #[test]
+    fn own_keys_verify_whether_copied_or_left_in_place() {
+        for class in [Class::S, Class::W] {
+            let p = class.is().unwrap();
+            for keep_own in [false, true] {
+                let mut comm = Alone {
+                    keep_own,
+                    landing: Vec::new(),
+                };
+                let run = run_benchmark(&mut comm, p, 1, 0).unwrap();
+                assert_eq!(
+                    run.passed(),
+                    p.passes_required(1),
+                    "class {class}, keep_own {keep_own}: {run:?}"
+                );
+                assert_eq!(comm.landing.is_empty(), keep_own);
+            }
         }
     }
 
