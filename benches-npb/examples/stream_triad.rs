@@ -14,10 +14,27 @@
 //! the best and the median over `--reps` timed passes after one untimed
 //! pass; with several threads a pass lasts from the common start to the
 //! last thread's end.
+//!
+//! `--npb-bytes B,C` also prints what NPB IS and CG of those classes move
+//! through memory in their timed part, counted the same way, so that a
+//! kernel's time gives its fraction of the triad's bandwidth:
+//!
+//! - IS, per key and ranking: the histogram reads it (4 B), the bucket sort
+//!   reads it and writes it (8 B), the count reads it (4 B): 16 B; the
+//!   count's increments land in a table of `max_key` integers (8 MiB for
+//!   class B), which the last-level cache holds. With keys exchanged
+//!   between processes, each key sent is also read and written once more.
+//! - CG, per mat-vec: each stored nonzero's value and column (12 B); the
+//!   vectors (`na` values) stay in the caches. 26 mat-vecs per outer
+//!   iteration (25 CG iterations and the residual's).
 
 use std::sync::Barrier;
 use std::time::Instant;
 
+use benches_npb::npb::cg::{CgGrid, CsrBlock};
+use benches_npb::npb::class::{CG_ITMAX, IS_ITERATIONS};
+use benches_npb::npb::randlc::{Randlc, SEED};
+use benches_npb::npb::Class;
 use clap::Parser;
 
 #[derive(Debug, Parser)]
@@ -32,6 +49,36 @@ struct Args {
     /// Thread counts, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     threads: Vec<usize>,
+    /// Also print the bytes NPB IS and CG of these classes move (CG's
+    /// matrix is generated for it: seconds for class B).
+    #[arg(long, value_delimiter = ',')]
+    npb_bytes: Vec<Class>,
+}
+
+/// Prints the bytes the timed parts of IS and CG of `class` move.
+fn npb_bytes(class: Class) {
+    if let Ok(is) = class.is() {
+        let keys = is.total_keys();
+        let bytes = 16.0 * keys as f64 * IS_ITERATIONS as f64;
+        println!(
+            "IS {class}: {keys} keys x {IS_ITERATIONS} rankings x 16 B = {:.2} GB (+ 8 B per key sent to another process)",
+            bytes / 1e9
+        );
+    }
+    let cg = class.cg();
+    match CgGrid::new(cg.na, 1, 0) {
+        Ok(grid) => {
+            let mut rng = Randlc::new(SEED);
+            rng.next_f64();
+            let nnz = CsrBlock::generate(&cg, &grid, rng).nnz();
+            let matvecs = cg.niter * (CG_ITMAX + 1);
+            println!(
+                "CG {class}: {nnz} nonzeros x 12 B x {matvecs} mat-vecs = {:.2} GB",
+                12.0 * nnz as f64 * matvecs as f64 / 1e9
+            );
+        }
+        Err(e) => println!("CG {class}: {e}"),
+    }
 }
 
 /// One thread's arrays.
@@ -131,5 +178,8 @@ fn main() {
                 gbs(seconds[seconds.len() / 2])
             );
         }
+    }
+    for &class in &args.npb_bytes {
+        npb_bytes(class);
     }
 }
