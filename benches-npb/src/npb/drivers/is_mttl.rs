@@ -34,6 +34,10 @@ use crate::npb::class::IS_ITERATIONS;
 use crate::npb::is::{check_procs, key_buffer_len, IsComm, IsRank};
 use crate::npb::Class;
 
+/// NPB 3.4's switch for its phase timers; set, each node prints its
+/// [`IsPhases`](crate::npb::is::IsPhases) of the timed loop on stderr.
+const PHASES_VAR: &str = "NPB_TIMER_FLAG";
+
 /// What `is_init` leaves on its node for `is_kernel`: the process's share
 /// of IS, its landing array and its boundary key's slot.
 type Node = (IsRank, GlobalArray<i32>, GlobalObject<i32>);
@@ -148,6 +152,7 @@ fn is_kernel(boundaries: Vec<GlobalPtr<i32>>) -> (usize, f64) {
     };
     rank.rank_keys(&mut comm, 1);
     rank.clear_failures();
+    rank.clear_phases();
     let timed = mttl::trace::region(TIMED_REGION);
     let t0 = Instant::now();
     let mut passed = 0;
@@ -158,6 +163,18 @@ fn is_kernel(boundaries: Vec<GlobalPtr<i32>>) -> (usize, f64) {
     drop(timed);
     let full = rank.full_verify(&mut comm);
     report_failures(mttl::rank(), rank.failures());
+    if std::env::var_os(PHASES_VAR).is_some() {
+        let p = rank.phases();
+        eprintln!(
+            "IS phases rank {}: bucket {:.4} exchange {:.4} count {:.4} s (NPB's rcomp {:.4}, rcomm {:.4})",
+            mttl::rank(),
+            p.bucket,
+            p.exchange,
+            p.count,
+            p.bucket + p.count,
+            p.exchange
+        );
+    }
     (passed + usize::from(full.passed()), seconds)
 }
 

@@ -148,6 +148,20 @@ struct LastRanking {
     global_count_ok: bool,
 }
 
+/// Seconds a process spent in each part of its rankings so far, NPB 3.4's
+/// `rcomp` split in two: `bucket` (steps 1-3 of the module doc) plus
+/// `count` (steps 7-8) is NPB's `rcomp`, `exchange` (steps 4-6) its
+/// `rcomm`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct IsPhases {
+    /// Steps 1-3: the histogram and the bucket sort.
+    pub bucket: f64,
+    /// Steps 4-6: the collectives, and the bucket assignment between them.
+    pub exchange: f64,
+    /// Steps 7-8: the counting sort and the partial verification.
+    pub count: f64,
+}
+
 /// One process's share of IS.
 #[derive(Debug)]
 pub struct IsRank {
@@ -175,6 +189,7 @@ pub struct IsRank {
     last_bucket: Vec<isize>,
     last: Option<LastRanking>,
     failures: Vec<PartialFailure>,
+    phases: IsPhases,
 }
 
 impl IsRank {
@@ -210,6 +225,7 @@ impl IsRank {
             last_bucket: vec![0; nprocs],
             last: None,
             failures: Vec::new(),
+            phases: IsPhases::default(),
         })
     }
 
@@ -233,6 +249,17 @@ impl IsRank {
         self.failures.clear();
     }
 
+    /// The time spent in each part of the rankings since the last
+    /// [`IsRank::clear_phases`] (or since this process was set up).
+    pub fn phases(&self) -> IsPhases {
+        self.phases
+    }
+
+    /// Starts the phase times again from zero (before the timed loop).
+    pub fn clear_phases(&mut self) {
+        self.phases = IsPhases::default();
+    }
+
     /// Ranks the keys once (steps 1-8 of the module doc) and returns how many
     /// partial verification tests this process passed.
     ///
@@ -246,6 +273,7 @@ impl IsRank {
         let keys_per_proc = self.keys_per_proc as i64;
 
         // Step 1.
+        let t0 = Instant::now();
         if self.me == 0 {
             self.keys[iteration] = iteration as i32;
             self.keys[iteration + IS_ITERATIONS] = self.params.max_key() - iteration as i32;
@@ -267,6 +295,7 @@ impl IsRank {
         scatter(&self.keys, shift, &mut self.bucket_ptrs, &mut self.bucketed);
 
         // Step 4.
+        let t1 = Instant::now();
         comm.allreduce_sum(&self.bucket_size, &mut self.bucket_totals);
 
         // Step 5.
@@ -300,6 +329,7 @@ impl IsRank {
         );
 
         // Step 7.
+        let t2 = Instant::now();
         let min_key = (self.first_bucket[me] << shift) as i32;
         let max_key = (((self.last_bucket[me] + 1) << shift) - 1) as i32;
         let width = (max_key - min_key + 1).max(0) as usize;
@@ -360,6 +390,10 @@ impl IsRank {
             own_keys,
             global_count_ok: global == self.params.total_keys() as i64,
         });
+        let t3 = Instant::now();
+        self.phases.bucket += (t1 - t0).as_secs_f64();
+        self.phases.exchange += (t2 - t1).as_secs_f64();
+        self.phases.count += (t3 - t2).as_secs_f64();
         passed
     }
 
@@ -655,6 +689,32 @@ mod tests {
                 assert_eq!(comm.landing.is_empty(), keep_own);
             }
         }
+    }
+
+    #[test]
+    fn phases_add_up_per_ranking_and_clear() {
+        let p = Class::W.is().unwrap();
+        let mut rank = IsRank::new(p, 1, 0).unwrap();
+        let mut comm = Alone {
+            keep_own: false,
+            landing: Vec::new(),
+        };
+        let t0 = Instant::now();
+        rank.rank_keys(&mut comm, 1);
+        let whole = t0.elapsed().as_secs_f64();
+        let once = rank.phases();
+        assert!(
+            once.bucket > 0.0 && once.exchange > 0.0 && once.count > 0.0,
+            "{once:?}"
+        );
+        assert!(
+            once.bucket + once.exchange + once.count <= whole,
+            "{once:?} {whole}"
+        );
+        rank.rank_keys(&mut comm, 2);
+        assert!(rank.phases().bucket > once.bucket, "{:?}", rank.phases());
+        rank.clear_phases();
+        assert_eq!(rank.phases(), IsPhases::default());
     }
 
     #[test]
