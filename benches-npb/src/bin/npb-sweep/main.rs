@@ -37,6 +37,10 @@
 //!    (the paper's figs. 8-11); and, if a configuration of more than one
 //!    process has stats, `OUT/KERNEL-CLASS-breakdown.svg` and `.png`: one
 //!    panel per such configuration, a group of bars per rank (figs. 12-13).
+//!
+//! With `--reference DIR`, NPB 3.4's own programs run in the same sweeps,
+//! and a table and `OUT/npb-sweep-reference.csv` give each configuration's
+//! ratio to them ([`reference`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -44,7 +48,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use benches_npb::bench::plot::{write_both, PlotError};
 use benches_npb::bench::sweep::report::{cell, render};
-use benches_npb::bench::sweep::{per_sweep, Sweeps, BUSY_WARNING};
+use benches_npb::bench::sweep::{per_sweep, Run as SweepRun, Sweeps, BUSY_WARNING};
 use benches_npb::bench::BenchError;
 use benches_npb::npb::cg::CgGrid;
 use benches_npb::npb::drivers::{Kernel, Variant};
@@ -54,9 +58,11 @@ use clap::Parser;
 use mttl::comm::launch::BackendKind;
 
 use self::breakdown::{RankStats, StatsError};
+use self::reference::{RefPoint, RefRun};
 
 mod breakdown;
 mod figures;
+mod reference;
 
 /// Sweep `npb` over configurations and keep the best of K runs of each.
 #[derive(Debug, Parser)]
@@ -98,6 +104,10 @@ struct Cli {
     /// processes kept a quarter of a CPU or more busy.
     #[arg(long, default_value_t = 4)]
     retries: usize,
+    /// NPB 3.4's `bin` directory: its `cg.CLASS.x` and `is.CLASS.x` run in
+    /// the same sweeps (by `mpirun`), and the ratios to them are printed.
+    #[arg(long, value_name = "DIR")]
+    reference: Option<PathBuf>,
 }
 
 /// One configuration.
@@ -121,6 +131,29 @@ impl Point {
             self.variant,
             self.backend
         )
+    }
+}
+
+/// One run of the sweep: ours, or the reference's (`--reference`).
+#[derive(Debug, Clone, PartialEq)]
+enum Job {
+    Npb(Point),
+    Reference(RefPoint),
+}
+
+/// What a run of a [`Job`] gave.
+#[derive(Debug, Clone)]
+enum Outcome {
+    Npb(Run),
+    Reference(RefRun),
+}
+
+impl Outcome {
+    fn seconds(&self) -> f64 {
+        match self {
+            Outcome::Npb(r) => r.seconds,
+            Outcome::Reference(r) => r.seconds,
+        }
     }
 }
 
@@ -217,34 +250,65 @@ fn sweep(cli: &Cli) -> Result<bool, String> {
     if points.is_empty() {
         return Err("no configuration can run (see --help)".into());
     }
+    let keys: Vec<_> = points
+        .iter()
+        .map(|p| (p.kernel, p.class, p.nprocs))
+        .collect();
+    let references = match &cli.reference {
+        Some(dir) => reference::check_dir(dir, &keys).map(|()| reference::jobs(&keys))?,
+        None => Vec::new(),
+    };
     std::fs::create_dir_all(&cli.out)
         .map_err(|e| format!("cannot create {}: {e}", cli.out.display()))?;
+    let jobs: Vec<Job> = (points.iter().copied().map(Job::Npb))
+        .chain(references.into_iter().map(Job::Reference))
+        .collect();
     let sweeps = Sweeps {
         bench: "npb-sweep",
-        configs: &points,
+        configs: &jobs,
         reps: cli.reps,
         settle: cli.settle.max(0.0),
         retries: cli.retries,
         keep_going: true,
     };
     let swept = sweeps
-        .run(Point::name, |p, _, _| {
-            run_once(&npb, p).map_err(BenchError::Check)
-        })
+        .run(
+            |job| match job {
+                Job::Npb(p) => p.name(),
+                Job::Reference(r) => r.name(),
+            },
+            |job, _, _| {
+                match job {
+                    Job::Npb(p) => run_once(&npb, p).map(Outcome::Npb),
+                    Job::Reference(r) => {
+                        reference::run_once(cli.reference.as_deref().unwrap_or(Path::new(".")), r)
+                            .map(Outcome::Reference)
+                    }
+                }
+                .map_err(BenchError::Check)
+            },
+        )
         .map_err(|e| e.to_string())?;
     // Per configuration, the run each sweep kept: the best of them counts.
     let configs: Vec<Config> = swept
         .runs
         .iter()
-        .map(|(p, runs)| {
+        .filter_map(|(job, runs)| match job {
+            Job::Npb(p) => Some((job, p, runs)),
+            Job::Reference(_) => None,
+        })
+        .map(|(job, p, runs)| {
             let mut c = Config::new(*p);
-            c.failures = swept.failures.iter().filter(|f| f.0 == *p).count() as u32;
+            c.failures = swept.failures.iter().filter(|f| f.0 == *job).count() as u32;
             for run in per_sweep(runs) {
-                if c.best().is_none_or(|b| run.result.seconds < b) {
-                    c.mops = run.result.mops;
-                    c.stats = Some(run.result.stats.clone());
+                let Outcome::Npb(result) = &run.result else {
+                    continue;
+                };
+                if c.best().is_none_or(|b| result.seconds < b) {
+                    c.mops = result.mops;
+                    c.stats = Some(result.stats.clone());
                 }
-                c.times.push(run.result.seconds);
+                c.times.push(result.seconds);
                 c.foreign_cpus = c.foreign_cpus.max(run.busy.unwrap_or(0.0));
             }
             c
@@ -262,10 +326,49 @@ fn sweep(cli: &Cli) -> Result<bool, String> {
     print!("{}", breakdown_summary(&configs));
     println!("\nCSV: {}", csv.display());
     println!("CSV: {}", breakdown_csv.display());
+    if cli.reference.is_some() {
+        let reference_csv = cli.out.join("npb-sweep-reference.csv");
+        let (ours, theirs) = by_side(&swept.runs);
+        let pairings = reference::ratios(&ours, &theirs, |o| Some(o.seconds()));
+        std::fs::write(&reference_csv, reference::to_csv(&pairings))
+            .map_err(|e| format!("cannot write {}: {e}", reference_csv.display()))?;
+        print!("{}", reference::summary(&pairings));
+        print!(
+            "{}",
+            reference::timers_summary(&theirs, |o| match o {
+                Outcome::Reference(r) => Some(r),
+                Outcome::Npb(_) => None,
+            })
+        );
+        println!("\nCSV: {}", reference_csv.display());
+    }
     for plot in plot_all(&configs, &cli.out).map_err(|e| e.to_string())? {
         println!("plot: {}", plot.display());
     }
-    Ok(configs.iter().all(|c| c.failures == 0))
+    Ok(swept.failures.is_empty())
+}
+
+/// Ours and the reference's runs, apart.
+type Sides<'a> = (
+    Vec<reference::Ours<'a, Outcome>>,
+    Vec<(RefPoint, &'a [SweepRun<Outcome>])>,
+);
+
+/// Our configurations' runs (with their key and CSV columns) and the
+/// reference's, for [`reference::ratios`].
+fn by_side(runs: &[(Job, Vec<SweepRun<Outcome>>)]) -> Sides<'_> {
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for (job, runs) in runs {
+        match job {
+            Job::Npb(p) => ours.push((
+                (p.kernel, p.class, p.nprocs),
+                csv_key(&Config::new(*p)),
+                &runs[..],
+            )),
+            Job::Reference(r) => theirs.push((*r, &runs[..])),
+        }
+    }
+    (ours, theirs)
 }
 
 /// What one verified run of `npb` gave.

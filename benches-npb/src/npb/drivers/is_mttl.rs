@@ -9,10 +9,12 @@
 //! 1. Each receiver hands every sender a global pointer to where that
 //!    sender's keys go in its landing array (NPB's `key_buff2`), at the
 //!    displacement it computed from the counts: one alltoall of pointers.
-//! 2. Each sender `nwrite`s its keys for every receiver through that
-//!    pointer, the next node first and itself last (so that every node
-//!    starts sending at once), then meets the others at a barrier, which
-//!    completes every remote write issued before it.
+//! 2. Each sender `nwrite`s its keys for every other receiver through that
+//!    pointer, the next node first (so that every node starts sending at
+//!    once), then meets the others at a barrier, which completes every
+//!    remote write issued before it. Its keys for itself stay where the
+//!    bucket sort put them ([`IsComm::keeps_own_keys`]): the ranking counts
+//!    them there, and the landing array has no room for them.
 //! 3. The receiver borrows its landing array and hands it to the ranking
 //!    without a copy, until the next exchange begins (no node writes into
 //!    it in between: step 1 comes first).
@@ -31,6 +33,10 @@ use super::TIMED_REGION;
 use crate::npb::class::IS_ITERATIONS;
 use crate::npb::is::{check_procs, key_buffer_len, IsComm, IsRank};
 use crate::npb::Class;
+
+/// NPB 3.4's switch for its phase timers; set, each node prints its
+/// [`IsPhases`](crate::npb::is::IsPhases) of the timed loop on stderr.
+const PHASES_VAR: &str = "NPB_TIMER_FLAG";
 
 /// What `is_init` leaves on its node for `is_kernel`: the process's share
 /// of IS, its landing array and its boundary key's slot.
@@ -75,7 +81,7 @@ impl IsComm for MttlIs<'_> {
     ) {
         let me = mttl::rank();
         self.keys = None;
-        self.keys_len = recv_counts.iter().sum::<i32>() as usize;
+        self.keys_len = (recv_counts.iter().sum::<i32>() - recv_counts[me]) as usize;
         assert!(
             self.keys_len <= self.landing.len(),
             "process {me} receives {} keys, more than its buffer of {} (NPB's SIZE_OF_BUFFERS)",
@@ -88,7 +94,7 @@ impl IsComm for MttlIs<'_> {
             .collect();
         let mut there = vec![GlobalPtr::null(); here.len()];
         mttl::alltoall_slice(&here, &mut there);
-        for d in (1..=there.len()).map(|k| (me + k) % there.len()) {
+        for d in (1..there.len()).map(|k| (me + k) % there.len()) {
             let (displ, count) = (send_displs[d] as usize, send_counts[d] as usize);
             there[d].nwrite_slice(&send[displ..][..count]);
         }
@@ -98,6 +104,11 @@ impl IsComm for MttlIs<'_> {
 
     fn received_keys(&self) -> &[i32] {
         &self.keys.as_ref().expect("keys arrived by an alltoallv")[..self.keys_len]
+    }
+
+    /// Step 2: a node's keys for itself are not copied.
+    fn keeps_own_keys(&self) -> bool {
+        true
     }
 
     /// A remote write into the right neighbour's boundary slot, then a
@@ -141,6 +152,7 @@ fn is_kernel(boundaries: Vec<GlobalPtr<i32>>) -> (usize, f64) {
     };
     rank.rank_keys(&mut comm, 1);
     rank.clear_failures();
+    rank.clear_phases();
     let timed = mttl::trace::region(TIMED_REGION);
     let t0 = Instant::now();
     let mut passed = 0;
@@ -151,6 +163,18 @@ fn is_kernel(boundaries: Vec<GlobalPtr<i32>>) -> (usize, f64) {
     drop(timed);
     let full = rank.full_verify(&mut comm);
     report_failures(mttl::rank(), rank.failures());
+    if std::env::var_os(PHASES_VAR).is_some() {
+        let p = rank.phases();
+        eprintln!(
+            "IS phases rank {}: bucket {:.4} exchange {:.4} count {:.4} s (NPB's rcomp {:.4}, rcomm {:.4})",
+            mttl::rank(),
+            p.bucket,
+            p.exchange,
+            p.count,
+            p.bucket + p.count,
+            p.exchange
+        );
+    }
     (passed + usize::from(full.passed()), seconds)
 }
 

@@ -61,8 +61,21 @@ pub trait IsComm {
         recv_displs: &[i32],
     );
 
-    /// The keys the last `alltoallv` delivered (`Σ recv_counts` of them).
+    /// The keys the last `alltoallv` delivered (`Σ recv_counts` of them,
+    /// less this process's own if [`IsComm::keeps_own_keys`]).
     fn received_keys(&self) -> &[i32];
+
+    /// Whether `alltoallv` leaves this process's own segment (`send_counts[me]`
+    /// keys at `send_displs[me]`) where it is instead of copying it into the
+    /// received keys. The ranking then reads it in the send buffer, which it
+    /// keeps unchanged until the next ranking, and `recv_displs` leave no room
+    /// for it: `recv_displs[me + 1] == recv_displs[me]`. Counting does not
+    /// depend on the keys' order, so this only saves a copy of up to all the
+    /// keys (at 1 process, the whole exchange). The default, `false`, is
+    /// `MPI_Alltoallv`'s behaviour.
+    fn keeps_own_keys(&self) -> bool {
+        false
+    }
 
     /// Sends `value` to process `me + 1` (if any) and returns what process
     /// `me − 1` sent (`None` on process 0).

@@ -13,6 +13,6 @@ pub mod ranking;
 
 pub use comm::IsComm;
 pub use ranking::{
-    check_procs, key_buffer_len, max_procs, run_benchmark, FullVerification, IsError, IsRank,
-    IsRun, PartialFailure,
+    check_procs, key_buffer_len, max_procs, run_benchmark, FullVerification, IsError, IsPhases,
+    IsRank, IsRun, PartialFailure,
 };

@@ -14,8 +14,11 @@
 //!    the send counts and displacements; processes left without buckets get
 //!    an empty range.
 //! 6. Alltoall of the counts, receive displacements by prefix sum, alltoallv
-//!    of the keys.
-//! 7. Counting sort of the received keys over this process's key range
+//!    of the keys. A driver whose exchange leaves this process's own keys
+//!    in the send buffer ([`IsComm::keeps_own_keys`]) gets displacements
+//!    without room for them.
+//! 7. Counting sort of the received keys (and this process's own, where
+//!    they were left) over this process's key range
 //!    `[min, max]`: populations, then cumulative counts, so `count[k − min]`
 //!    is the number of local keys `≤ k`.
 //! 8. Partial verification: for each test key in `[min, max]`, its rank is
@@ -140,7 +143,23 @@ impl FullVerification {
 struct LastRanking {
     min_key: i32,
     local_keys: usize,
+    /// Where in `bucketed` this process's own keys stayed, if they did.
+    own_keys: Option<(usize, usize)>,
     global_count_ok: bool,
+}
+
+/// Seconds a process spent in each part of its rankings so far, NPB 3.4's
+/// `rcomp` split in two: `bucket` (steps 1-3 of the module doc) plus
+/// `count` (steps 7-8) is NPB's `rcomp`, `exchange` (steps 4-6) its
+/// `rcomm`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct IsPhases {
+    /// Steps 1-3: the histogram and the bucket sort.
+    pub bucket: f64,
+    /// Steps 4-6: the collectives, and the bucket assignment between them.
+    pub exchange: f64,
+    /// Steps 7-8: the counting sort and the partial verification.
+    pub count: f64,
 }
 
 /// One process's share of IS.
@@ -170,6 +189,7 @@ pub struct IsRank {
     last_bucket: Vec<isize>,
     last: Option<LastRanking>,
     failures: Vec<PartialFailure>,
+    phases: IsPhases,
 }
 
 impl IsRank {
@@ -205,6 +225,7 @@ impl IsRank {
             last_bucket: vec![0; nprocs],
             last: None,
             failures: Vec::new(),
+            phases: IsPhases::default(),
         })
     }
 
@@ -228,6 +249,17 @@ impl IsRank {
         self.failures.clear();
     }
 
+    /// The time spent in each part of the rankings since the last
+    /// [`IsRank::clear_phases`] (or since this process was set up).
+    pub fn phases(&self) -> IsPhases {
+        self.phases
+    }
+
+    /// Starts the phase times again from zero (before the timed loop).
+    pub fn clear_phases(&mut self) {
+        self.phases = IsPhases::default();
+    }
+
     /// Ranks the keys once (steps 1-8 of the module doc) and returns how many
     /// partial verification tests this process passed.
     ///
@@ -241,6 +273,7 @@ impl IsRank {
         let keys_per_proc = self.keys_per_proc as i64;
 
         // Step 1.
+        let t0 = Instant::now();
         if self.me == 0 {
             self.keys[iteration] = iteration as i32;
             self.keys[iteration + IS_ITERATIONS] = self.params.max_key() - iteration as i32;
@@ -262,6 +295,7 @@ impl IsRank {
         scatter(&self.keys, shift, &mut self.bucket_ptrs, &mut self.bucketed);
 
         // Step 4.
+        let t1 = Instant::now();
         comm.allreduce_sum(&self.bucket_size, &mut self.bucket_totals);
 
         // Step 5.
@@ -269,10 +303,22 @@ impl IsRank {
 
         // Step 6.
         comm.alltoall(&self.send_counts, &mut self.recv_counts);
+        let me = self.me;
+        let own_keys = comm.keeps_own_keys().then(|| {
+            let displ = self.send_displs[me] as usize;
+            (displ, displ + self.send_counts[me] as usize)
+        });
         let mut displ = 0;
-        for (d, &c) in self.recv_displs.iter_mut().zip(&self.recv_counts) {
+        for (s, (d, &c)) in self
+            .recv_displs
+            .iter_mut()
+            .zip(&self.recv_counts)
+            .enumerate()
+        {
             *d = displ;
-            displ += c;
+            if own_keys.is_none() || s != me {
+                displ += c;
+            }
         }
         comm.alltoallv(
             &self.bucketed,
@@ -283,7 +329,7 @@ impl IsRank {
         );
 
         // Step 7.
-        let me = self.me;
+        let t2 = Instant::now();
         let min_key = (self.first_bucket[me] << shift) as i32;
         let max_key = (((self.last_bucket[me] + 1) << shift) - 1) as i32;
         let width = (max_key - min_key + 1).max(0) as usize;
@@ -300,13 +346,17 @@ impl IsRank {
         let counts = &mut self.counts[..width];
         counts.fill(0);
         let received = comm.received_keys();
+        let own = own_keys.map_or(&[][..], |(from, to)| &self.bucketed[from..to]);
         assert_eq!(
-            received.len(),
+            received.len() + own.len(),
             local_keys,
-            "process {me}: the alltoallv delivered {} keys, the bucket totals say {local_keys}",
-            received.len()
+            "process {me}: the alltoallv delivered {} keys and left {} in place, the bucket totals say {local_keys}",
+            received.len(),
+            own.len()
         );
-        count_and_accumulate(received, min_key, counts);
+        count(received, min_key, counts);
+        count(own, min_key, counts);
+        accumulate(counts);
 
         // Step 8.
         let mut passed = 0;
@@ -337,8 +387,13 @@ impl IsRank {
         self.last = Some(LastRanking {
             min_key,
             local_keys,
+            own_keys,
             global_count_ok: global == self.params.total_keys() as i64,
         });
+        let t3 = Instant::now();
+        self.phases.bucket += (t1 - t0).as_secs_f64();
+        self.phases.exchange += (t2 - t1).as_secs_f64();
+        self.phases.count += (t3 - t2).as_secs_f64();
         passed
     }
 
@@ -389,9 +444,12 @@ impl IsRank {
     pub fn full_verify<C: IsComm + ?Sized>(&mut self, comm: &mut C) -> FullVerification {
         let last = self.last.expect("full_verify runs after rank_keys");
         let received = comm.received_keys();
-        let received_len = received.len();
+        let own = last
+            .own_keys
+            .map_or(&[][..], |(from, to)| &self.bucketed[from..to]);
+        let received_len = received.len() + own.len();
         let mut sorted = vec![0i32; last.local_keys];
-        for &k in received {
+        for &k in received.iter().chain(own) {
             let c = &mut self.counts[(k - last.min_key) as usize];
             *c -= 1;
             sorted[*c as usize] = k;
@@ -444,16 +502,20 @@ fn scatter(keys: &[i32], shift: u32, next: &mut [u32], out: &mut [i32]) {
     }
 }
 
-/// Counts the keys (all in `[min_key, min_key + counts.len())`) into
-/// `counts`, then makes the counts cumulative: `counts[i]` becomes the number
-/// of keys `≤ min_key + i`.
-fn count_and_accumulate(keys: &[i32], min_key: i32, counts: &mut [i32]) {
+/// Adds the keys (all in `[min_key, min_key + counts.len())`) to their
+/// populations in `counts`.
+fn count(keys: &[i32], min_key: i32, counts: &mut [i32]) {
     for (line, chunk) in keys.chunks(KEYS_PER_LINE).enumerate() {
         prefetch(keys, line * KEYS_PER_LINE + PREFETCH_AHEAD);
         for &k in chunk {
             counts[(k - min_key) as usize] += 1;
         }
     }
+}
+
+/// Makes the populations cumulative: `counts[i]` becomes the number of keys
+/// `≤ min_key + i`.
+fn accumulate(counts: &mut [i32]) {
     let mut total = 0;
     for c in counts {
         total += *c;
@@ -560,6 +622,99 @@ mod tests {
                 .collect();
             assert_eq!(joined, whole, "{nprocs} processes");
         }
+    }
+
+    /// One process's exchange with itself: a copy into its own landing
+    /// buffer, or (`keep_own`) none at all.
+    struct Alone {
+        keep_own: bool,
+        landing: Vec<i32>,
+    }
+
+    impl IsComm for Alone {
+        fn allreduce_sum(&mut self, local: &[i32], total: &mut [i32]) {
+            total.copy_from_slice(local);
+        }
+
+        fn alltoall(&mut self, send: &[i32], recv: &mut [i32]) {
+            recv.copy_from_slice(send);
+        }
+
+        fn alltoallv(
+            &mut self,
+            send: &[i32],
+            send_counts: &[i32],
+            send_displs: &[i32],
+            recv_counts: &[i32],
+            recv_displs: &[i32],
+        ) {
+            assert_eq!(send_counts, recv_counts);
+            assert_eq!(recv_displs, [0]);
+            self.landing.clear();
+            if !self.keep_own {
+                let from = send_displs[0] as usize;
+                self.landing
+                    .extend_from_slice(&send[from..][..send_counts[0] as usize]);
+            }
+        }
+
+        fn received_keys(&self) -> &[i32] {
+            &self.landing
+        }
+
+        fn keeps_own_keys(&self) -> bool {
+            self.keep_own
+        }
+
+        fn shift_right(&mut self, _: i32) -> Option<i32> {
+            None
+        }
+    }
+
+    #[test]
+    fn own_keys_verify_whether_copied_or_left_in_place() {
+        for class in [Class::S, Class::W] {
+            let p = class.is().unwrap();
+            for keep_own in [false, true] {
+                let mut comm = Alone {
+                    keep_own,
+                    landing: Vec::new(),
+                };
+                let run = run_benchmark(&mut comm, p, 1, 0).unwrap();
+                assert_eq!(
+                    run.passed(),
+                    p.passes_required(1),
+                    "class {class}, keep_own {keep_own}: {run:?}"
+                );
+                assert_eq!(comm.landing.is_empty(), keep_own);
+            }
+        }
+    }
+
+    #[test]
+    fn phases_add_up_per_ranking_and_clear() {
+        let p = Class::W.is().unwrap();
+        let mut rank = IsRank::new(p, 1, 0).unwrap();
+        let mut comm = Alone {
+            keep_own: false,
+            landing: Vec::new(),
+        };
+        let t0 = Instant::now();
+        rank.rank_keys(&mut comm, 1);
+        let whole = t0.elapsed().as_secs_f64();
+        let once = rank.phases();
+        assert!(
+            once.bucket > 0.0 && once.exchange > 0.0 && once.count > 0.0,
+            "{once:?}"
+        );
+        assert!(
+            once.bucket + once.exchange + once.count <= whole,
+            "{once:?} {whole}"
+        );
+        rank.rank_keys(&mut comm, 2);
+        assert!(rank.phases().bucket > once.bucket, "{:?}", rank.phases());
+        rank.clear_phases();
+        assert_eq!(rank.phases(), IsPhases::default());
     }
 
     #[test]
