@@ -20,6 +20,16 @@
 use crate::class::{IsParams, IS_ITERATIONS};
 use crate::randlc::{find_my_seed, Randlc, MULTIPLIER, SEED};
 
+/// The largest process count NPB allows for IS (128 for class S, 1024
+/// otherwise); IS runs on a power of two up to it.
+pub fn max_procs(params: &IsParams) -> usize {
+    if params.total_keys_log2 <= 16 {
+        128
+    } else {
+        1024
+    }
+}
+
 /// The shift that takes a key to its bucket ([`bucket`]).
 pub fn bucket_shift(params: &IsParams) -> u32 {
     params.max_key_log2 - params.num_buckets_log2

@@ -164,11 +164,7 @@ impl Is {
 
     /// Rank `me` of `n` (see the module docs).
     pub(crate) fn steps(&self, me: usize, n: usize) -> Result<Vec<Step>, String> {
-        let max = if self.params.total_keys_log2 <= 16 {
-            128
-        } else {
-            1024
-        };
+        let max = is_buckets::max_procs(&self.params);
         if !n.is_power_of_two() || n > max {
             return Err(format!(
                 "IS runs on a power-of-two number of ranks up to {max} for class {}, not {n}",
@@ -250,7 +246,7 @@ mod tests {
     }
 
     #[test]
-    fn a_job_size_is_cannot_run_on_is_refused_with_the_reason() {
+    fn a_job_size_is_cannot_run_on_is_refused_with_the_reason_why() {
         let trace = TiTrace::default();
         let is = Is::new('S', &trace).unwrap();
         let e = is.steps(0, 6).unwrap_err();

@@ -38,16 +38,8 @@ use std::time::Instant;
 use super::comm::IsComm;
 use crate::npb::class::{IsParams, IS_ITERATIONS, IS_TEST_KEYS};
 use crate::npb::prefetch::prefetch;
+pub use mttl_kernels::is_buckets::max_procs;
 use mttl_kernels::is_buckets::{self, bucket, BucketRanges};
-
-/// The largest process count NPB allows for IS (128 for class S).
-pub fn max_procs(params: &IsParams) -> usize {
-    if params.total_keys_log2 <= 16 {
-        128
-    } else {
-        1024
-    }
-}
 
 /// Checks that IS can run on `nprocs` processes: a power of two up to
 /// [`max_procs`].
