@@ -77,9 +77,9 @@ pub use mttl_macros::{main, remote};
 
 /// Tracing (`MTTL_TRACE=DIR` records every rank's communication, calls,
 /// collectives and waits into one file per rank; `mttl-trace` reads them):
-/// user regions, named spans of a rank's time.
+/// user regions, named spans of a rank's time, and polling waits.
 pub mod trace {
-    pub use mttl_core::trace::{region, Region};
+    pub use mttl_core::trace::{region, waiting, Region, Waiting};
 }
 
 /// The serialisation crate, for `#[derive(mttl::Encode, mttl::Decode)]` with

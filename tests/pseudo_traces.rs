@@ -10,8 +10,13 @@
 //! the benchmark `mttl-trace/examples/pseudo_vs_real.rs` (they follow the
 //! recorded computation times, so they are figures, not assertions).
 //!
-//! The stencil is the example binary cargo builds beside this test; CG is
-//! `benches-npb`'s `npb` binary, which `cargo test --workspace` builds (run
+//! NPB IS class S is checked the same way: its all-to-all sizes depend on
+//! the keys, and the IS skeleton generates them exactly (see
+//! `mttl-trace/src/scale/is.rs`), so its pseudo traces too hold the real
+//! runs' messages, sizes included.
+//!
+//! The stencil is the example binary cargo builds beside this test; CG and
+//! IS are `benches-npb`'s `npb` binary, which `cargo test --workspace` builds (run
 //! `cargo build -p benches-npb` first when running this test alone).
 
 // This file runs binaries, not scenarios of its own.
@@ -161,4 +166,35 @@ fn cg_pseudo_traces_hold_the_real_runs_messages_and_a_wrong_skeleton_is_refused(
     assert!(e.contains("does not match the stencil skeleton"), "{e}");
     let e = wrong(Kernel::Cg, None);
     assert!(e.contains("needs --class"), "{e}");
+}
+
+#[test]
+fn is_pseudo_traces_hold_the_real_runs_messages_with_their_data_dependent_sizes() {
+    let bin = built(
+        "",
+        "npb",
+        "build benches-npb (`cargo build -p benches-npb`, same profile) first",
+    );
+    let run = |n: usize, trace: &Path| {
+        let mut cmd = Command::new(&bin);
+        cmd.args(["is", "--class", "S", "-n", &n.to_string()]);
+        record(cmd, trace, &format!("npb is S ({n} ranks)"))
+    };
+    pseudo_equals_real(Kernel::Is, Some('S'), run);
+
+    // Class W's keys give other sizes: refused at the trace's own size.
+    let real = run(2, &dir("is-2-again"));
+    let e = pseudo(
+        &real,
+        &ScaleOptions {
+            kernel: Kernel::Is,
+            class: Some('W'),
+            to: 4,
+        },
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("does not match the is skeleton") && e.contains("rank 0 of 2"),
+        "{e}"
+    );
 }

@@ -5,6 +5,8 @@
 //!
 //! - [`class`]: NPB's classes (problem sizes, iterations), CG's and IS's;
 //! - [`cg_grid`]: NPB CG's process grid and exchange schedule;
+//! - [`is_buckets`]: NPB IS's keys and bucket partition (its all-to-all sizes);
+//! - [`randlc`]: NPB's random number generator (IS's keys, CG's matrix);
 //! - [`stencil`]: the 1-D stencil's blocks and neighbours (`examples/stencil.rs`).
 //!
 //! Nothing here communicates or computes a kernel: it says who owns what
@@ -12,4 +14,6 @@
 
 pub mod cg_grid;
 pub mod class;
+pub mod is_buckets;
+pub mod randlc;
 pub mod stencil;

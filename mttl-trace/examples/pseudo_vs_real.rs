@@ -1,13 +1,15 @@
 //! Pseudo traces against real ones, as figures (measure (b) of the
 //! prediction issue; `docs/benchmarks.md` has the results and the method).
 //!
-//! For the stencil example and NPB CG (class given), records real traces
+//! For the stencil example, NPB CG and NPB IS (class given), records real traces
 //! of 2, 4 and 8 ranks (`MTTL_AGGREGATE=0`, `MTTL_TRACE_FLUSH=local`),
-//! makes pseudo traces 2 -> 4 and 4 -> 8, and also 4 -> 4 and 8 -> 8 (the
-//! method alone: the same real rank's times, the skeleton's order), and
-//! prints for each whether every rank's messages equal the real run's
-//! stream by stream, and the simulated times (default LogGOPS parameters)
-//! of the real and the pseudo traces with their difference. Then the time
+//! makes pseudo traces 2 -> 4 and 4 -> 8, and prints for each whether
+//! every rank's messages equal the real run's stream by stream, and the
+//! simulated times (default LogGOPS parameters) of the real trace of N'
+//! ranks, of the same trace in the skeleton's order (pseudo N' -> N': each
+//! rank's own times, the receives where the skeleton puts them rather than
+//! where the handler took them), and of the pseudo traces, with the pseudo
+//! traces' difference from both. Then the time
 //! `scale` takes for `--big-to` ranks of the CG trace given by `--big`.
 //!
 //! ```text
@@ -27,7 +29,7 @@ use mttl_trace::TiTrace;
 
 #[derive(Parser)]
 struct Args {
-    /// CG's class.
+    /// CG's and IS's class.
     #[arg(long, default_value = "S")]
     class: char,
     /// Recordings of each size.
@@ -91,7 +93,7 @@ fn pseudo(real: &TiTrace, kernel: Kernel, class: Option<char>, to: usize) -> TiT
 
 fn kernel_rows(name: &str, kernel: Kernel, class: Option<char>, run: &dyn Fn(usize) -> TiTrace) {
     let real: Vec<(usize, TiTrace)> = [2, 4, 8].into_iter().map(|n| (n, run(n))).collect();
-    for (from, to) in [(0, 1), (1, 2), (1, 1), (2, 2)] {
+    for (from, to) in [(0, 1), (1, 2)] {
         let (n, ref small) = real[from];
         let (n2, ref large) = real[to];
         let p = pseudo(small, kernel, class, n2);
@@ -101,11 +103,15 @@ fn kernel_rows(name: &str, kernel: Kernel, class: Option<char>, run: &dyn Fn(usi
             .zip(&large.ranks)
             .all(|(a, b)| first_stream_difference(a, b).is_none());
         let t_real = simulate(large, "real");
+        let t_order = simulate(&pseudo(large, kernel, class, n2), "order");
         let t_pseudo = simulate(&p, "pseudo");
+        let diff = |t: f64| (t_pseudo / t - 1.0) * 100.0;
         println!(
-            "{name:<10} {n:>2} -> {n2:<2} {:<8} {t_real:>12.3} {t_pseudo:>12.3} {:>+8.1}%",
+            "{name:<10} {n:>2} -> {n2:<2} {:<8} {t_real:>10.3} {t_order:>10.3} {t_pseudo:>10.3} \
+             {:>+8.1}% {:>+8.1}%",
             if same { "yes" } else { "NO" },
-            (t_pseudo / t_real - 1.0) * 100.0
+            diff(t_real),
+            diff(t_order),
         );
     }
 }
@@ -117,10 +123,11 @@ fn main() {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("# load average: {}", load.trim());
     println!(
-        "{:<10} {:<8} {:<8} {:>12} {:>12} {:>9}",
-        "kernel", "N -> N'", "streams", "real ms", "pseudo ms", "diff"
+        "{:<10} {:<8} {:<8} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "kernel", "N -> N'", "streams", "real ms", "order ms", "pseudo ms", "vs real", "vs order"
     );
     let cg = format!("cg {}", a.class);
+    let is = format!("is {}", a.class);
     for _ in 0..a.repeat {
         kernel_rows("stencil", Kernel::Stencil, None, &|n| {
             record(Command::new(&stencil), n, "stencil")
@@ -129,6 +136,11 @@ fn main() {
             let mut c = Command::new(&npb);
             c.args(["cg", "--class", &a.class.to_string(), "-n", &n.to_string()]);
             record(c, n, "cg")
+        });
+        kernel_rows(&is, Kernel::Is, Some(a.class), &|n| {
+            let mut c = Command::new(&npb);
+            c.args(["is", "--class", &a.class.to_string(), "-n", &n.to_string()]);
+            record(c, n, "is")
         });
     }
     if let Some(big) = &a.big {

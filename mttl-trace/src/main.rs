@@ -13,7 +13,7 @@
 //! mttl-trace export DIR --otf2 OUT       the run for Vampir (cargo feature `otf2`)
 //!                                        (--reconstructed: the suspensions removed)
 //! mttl-trace export DIR --ti OUT         the time-independent trace, one file per rank
-//! mttl-trace scale --to N --skeleton cg|stencil [--class C] DIR OUT
+//! mttl-trace scale --to N --skeleton cg|is|stencil [--class C] DIR OUT
 //!                             pseudo TI traces of N ranks (docs/prediction.md)
 //! ```
 
@@ -96,10 +96,10 @@ enum Command {
         /// Ranks of the pseudo traces.
         #[arg(long, value_name = "N")]
         to: usize,
-        /// The kernel: cg or stencil.
+        /// The kernel: cg, is or stencil.
         #[arg(long)]
         skeleton: mttl_trace::scale::Kernel,
-        /// NPB class of the traced run (cg).
+        /// NPB class of the traced run (cg, is).
         #[arg(long)]
         class: Option<char>,
         /// The real trace's directory.

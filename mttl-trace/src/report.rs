@@ -238,7 +238,12 @@ impl RankStats {
             pick(|k| matches!(k, Kind::Read | Kind::Write | Kind::Nwrite | Kind::Fence)),
             true,
         );
-        section(out, "waits", pick(|k| k == Kind::SyncWait), false);
+        section(
+            out,
+            "waits",
+            pick(|k| k == Kind::SyncWait || k == Kind::Wait),
+            false,
+        );
         section(
             out,
             "collectives (enter to exit)",

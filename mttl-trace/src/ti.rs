@@ -10,7 +10,11 @@
 //! 3. walking the comm primitives in order, the time between the end of one
 //!    and the beginning of the next (and from the rank's first event to the
 //!    first primitive, and from the last primitive to its last event) is a
-//!    `calc`; `send` becomes `send`, `nsend` becomes `isend`, a receive that
+//!    `calc`, less the time the rank spent in polling waits
+//!    ([`Kind::Wait`], `mttl::trace::waiting`: a thread yielding until a
+//!    flag in memory changes, whose polls are not traced), so that a `calc`
+//!    is computation and the simulator, not the recording, decides how
+//!    long a rank waits; `send` becomes `send`, `nsend` becomes `isend`, a receive that
 //!    returned a message becomes `recv` from its source; a `send_headed_bulk`
 //!    becomes two `send`s (header, body) and an `nsend_headed` two `isend`s,
 //!    the header's bytes taken from the receive that took it (the trace
@@ -20,7 +24,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use mttl_core::trace::format::Kind;
+use mttl_core::trace::format::{Event, Kind};
 
 use crate::analysis::reconstruct;
 use crate::pairing::{pair, wire_tags};
@@ -114,14 +118,16 @@ impl TiTrace {
                 continue;
             };
             let last_end = evs.iter().map(|e| e.end).max().unwrap_or(first);
+            let mut waits = Waits::of(evs);
             let mut at = first;
             for (i, e) in evs.iter().enumerate() {
                 if !e.kind.is_comm() || e.kind == Kind::Test {
                     continue;
                 }
                 let Some(peer) = e.peer else { continue };
-                if e.begin > at {
-                    ops.push(TiOp::Calc(e.begin - at));
+                let busy = waits.busy(at, e.begin);
+                if busy > 0 {
+                    ops.push(TiOp::Calc(busy));
                 }
                 at = at.max(e.end);
                 match e.kind {
@@ -147,8 +153,9 @@ impl TiTrace {
                     }),
                 }
             }
-            if last_end > at {
-                ops.push(TiOp::Calc(last_end - at));
+            let busy = waits.busy(at, last_end);
+            if busy > 0 {
+                ops.push(TiOp::Calc(busy));
             }
             ranks.push(ops);
         }
@@ -283,9 +290,74 @@ fn part_sizes(total: u64, parts: usize, received: impl Fn(u8) -> Option<u64>) ->
     vec![header, total - header]
 }
 
+/// A rank's polling waits ([`Kind::Wait`]) as disjoint spans in time
+/// order, for taking them out of the gaps between primitives.
+struct Waits {
+    spans: Vec<(u64, u64)>,
+    /// The first span that may still overlap a gap (gaps come in order).
+    next: usize,
+}
+
+impl Waits {
+    fn of(events: &[Event]) -> Waits {
+        let mut raw: Vec<(u64, u64)> = events
+            .iter()
+            .filter(|e| e.kind == Kind::Wait && e.end > e.begin)
+            .map(|e| (e.begin, e.end))
+            .collect();
+        raw.sort_unstable();
+        let mut spans: Vec<(u64, u64)> = Vec::with_capacity(raw.len());
+        for (b, e) in raw {
+            match spans.last_mut() {
+                Some(last) if b <= last.1 => last.1 = last.1.max(e),
+                _ => spans.push((b, e)),
+            }
+        }
+        Waits { spans, next: 0 }
+    }
+
+    /// The time in `[from, to)` outside every wait; `from` never goes back
+    /// between calls.
+    fn busy(&mut self, from: u64, to: u64) -> u64 {
+        if to <= from {
+            return 0;
+        }
+        while self.spans.get(self.next).is_some_and(|s| s.1 <= from) {
+            self.next += 1;
+        }
+        let waited: u64 = self.spans[self.next..]
+            .iter()
+            .take_while(|s| s.0 < to)
+            .map(|s| s.1.min(to) - s.0.max(from))
+            .sum();
+        to - from - waited
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn polling_waits_are_taken_out_of_the_gaps_between_primitives() {
+        let wait = |begin, end| Event {
+            kind: Kind::Wait,
+            peer: None,
+            a: 0,
+            b: 0,
+            begin,
+            end,
+        };
+        // Two overlapping waits (two threads) make one span, 10..40; one
+        // more at 60..70.
+        let mut w = Waits::of(&[wait(20, 40), wait(10, 30), wait(60, 70)]);
+        assert_eq!(w.busy(0, 15), 10);
+        assert_eq!(w.busy(15, 50), 10);
+        assert_eq!(w.busy(50, 100), 40);
+        assert_eq!(w.busy(100, 100), 0);
+        let mut none = Waits::of(&[]);
+        assert_eq!(none.busy(5, 9), 4);
+    }
 
     #[test]
     fn a_header_and_body_split_the_total_by_what_was_received() {

@@ -80,6 +80,10 @@ pub enum Kind {
     Fence = 33,
     /// A thread waited on a `SyncCell` (`a` the reason's name).
     SyncWait = 40,
+    /// A thread waited by polling (`a` what for: `mttl::trace::waiting`),
+    /// begin to end. Its time is waiting, not computation: the
+    /// time-independent export leaves it out of its `calc`s.
+    Wait = 41,
     /// A collective entered: `a` its name, `b` its sequence number, `peer`
     /// its root (none for rootless ones).
     CollEnter = 50,
@@ -149,6 +153,7 @@ impl Kind {
             32 => Nwrite,
             33 => Fence,
             40 => SyncWait,
+            41 => Wait,
             50 => CollEnter,
             51 => CollExit,
             60 => RegionBegin,
@@ -186,6 +191,7 @@ impl Kind {
             Nwrite => "nwrite",
             Fence => "fence",
             SyncWait => "sync_wait",
+            Wait => "wait",
             CollEnter => "coll_enter",
             CollExit => "coll_exit",
             RegionBegin => "region_begin",

@@ -398,5 +398,50 @@ impl Drop for Region {
     }
 }
 
+/// A wait by polling, from [`waiting`] to the guard's drop.
+#[derive(Debug)]
+#[must_use = "the wait ends when this guard is dropped"]
+pub struct Waiting {
+    /// What is waited for, and when the wait began (`None` untraced).
+    what: &'static str,
+    begin: Option<u64>,
+    /// A wait belongs to the thread and rank that began it.
+    _not_send: PhantomData<*const ()>,
+}
+
+/// Marks a wait by polling (a thread yielding until a flag in memory
+/// changes), until the guard is dropped: its time is waiting, not
+/// computation, which the time-independent export (`mttl-trace export
+/// --ti`) needs to know, since a poll that finds nothing is not traced.
+/// One event per wait; costs nothing but a test of a flag when tracing is
+/// off.
+///
+/// ```
+/// let code = mttl_core::start(|| {
+///     let ready = std::cell::Cell::new(true);
+///     let _w = mttl_core::trace::waiting("landing");
+///     while !ready.get() {
+///         mttl_core::yield_now();
+///     }
+/// });
+/// assert_eq!(code, 0);
+/// ```
+#[inline]
+pub fn waiting(what: &'static str) -> Waiting {
+    Waiting {
+        what,
+        begin: begin(),
+        _not_send: PhantomData,
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let (Some(begin), true) = (self.begin, on()) {
+            named(Kind::Wait, None, self.what, 0, Some(begin));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

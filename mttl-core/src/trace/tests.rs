@@ -156,3 +156,25 @@ fn a_region_opened_while_off_records_nothing() {
     let r = region("off");
     assert!(r.name.is_none());
 }
+
+#[test]
+fn a_polling_wait_is_one_wait_event_spanning_it_and_nothing_when_off() {
+    ON.with(|on| on.set(false));
+    let w = waiting("off");
+    assert!(w.begin.is_none());
+    drop(w);
+
+    let (rec, bytes) = recorder(MIN_BUFFER, Policy::Memory, usize::MAX);
+    install(rec, false);
+    let before = now();
+    {
+        let _w = waiting("landing");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    finish();
+    let (_, events, _) = read_back(&bytes.borrow());
+    let waits: Vec<_> = events.iter().filter(|e| e.kind == Kind::Wait).collect();
+    assert_eq!(waits.len(), 1, "{events:?}");
+    let w = waits[0];
+    assert!(w.begin >= before && w.end - w.begin >= 2_000_000, "{w:?}");
+}

@@ -90,7 +90,7 @@ impl Cg {
         // cg_init(class): the matrix, then allreduce_max of one usize.
         e.spmd_call(1);
         e.compute();
-        allreduce(&mut e, 8);
+        e.allreduce(8);
         e.spmd_return(|d| self.ptr(d) + F64);
         // cg_kernel(landings).
         let landings = varint_len(n as u64) + (0..n).map(|d| self.ptr(d)).sum::<u64>();
@@ -165,18 +165,6 @@ fn matvec(e: &mut Emitter, grid: &CgGrid, grids: &Partners) {
     exchange(e, grid.exch_proc, grid.send_len, theirs);
 }
 
-/// An allreduce of `bytes` bytes of plain data: recursive doubling (the
-/// job's size is a power of two).
-fn allreduce(e: &mut Emitter, bytes: u64) {
-    let (me, n) = (e.me, e.n);
-    let mut s = 1;
-    while s < n {
-        e.send(me ^ s, wire::COLL_HEADER + bytes, wire::COLL);
-        e.recv(me ^ s, wire::COLL_HEADER + bytes, wire::COLL);
-        s *= 2;
-    }
-}
-
 /// One outer iteration: `conj_grad`, then x·z and z·z summed over the job
 /// (`CgComm::norm_sum`: an allreduce of two values).
 fn power_step(e: &mut Emitter, grid: &CgGrid, grids: &Partners) {
@@ -189,5 +177,5 @@ fn power_step(e: &mut Emitter, grid: &CgGrid, grids: &Partners) {
     matvec(e, grid, grids);
     row_sum(e, grid, 1);
     e.compute();
-    allreduce(e, 2 * F64);
+    e.allreduce(2 * F64);
 }

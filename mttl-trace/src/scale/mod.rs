@@ -27,6 +27,7 @@
 //! of one program differ there, and so may a pseudo trace.
 
 mod cg;
+mod is;
 mod runtime;
 mod stencil;
 
@@ -51,6 +52,8 @@ pub enum Step {
 pub enum Kernel {
     /// NPB CG (`npb cg`, the mttl driver).
     Cg,
+    /// NPB IS (`npb is`, the mttl driver).
+    Is,
     /// The 1-D stencil (`examples/stencil.rs`).
     Stencil,
 }
@@ -60,8 +63,9 @@ impl std::str::FromStr for Kernel {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "cg" => Ok(Kernel::Cg),
+            "is" => Ok(Kernel::Is),
             "stencil" => Ok(Kernel::Stencil),
-            _ => Err(format!("no skeleton `{s}`: use cg or stencil")),
+            _ => Err(format!("no skeleton `{s}`: use cg, is or stencil")),
         }
     }
 }
@@ -70,6 +74,7 @@ impl std::str::FromStr for Kernel {
 #[derive(Debug, Clone)]
 pub(crate) enum Skeleton {
     Cg(cg::Cg),
+    Is(is::Is),
     Stencil(stencil::Stencil),
 }
 
@@ -77,6 +82,7 @@ impl Skeleton {
     fn steps(&self, rank: usize, size: usize) -> Result<Vec<Step>, String> {
         match self {
             Skeleton::Cg(k) => k.steps(rank, size),
+            Skeleton::Is(k) => k.steps(rank, size),
             Skeleton::Stencil(k) => Ok(k.steps(rank, size)),
         }
     }
@@ -84,6 +90,7 @@ impl Skeleton {
     fn work(&self, rank: usize, size: usize) -> f64 {
         match self {
             Skeleton::Cg(k) => k.work(rank, size),
+            Skeleton::Is(k) => k.work(size),
             Skeleton::Stencil(_) => 1.0,
         }
     }
@@ -94,7 +101,7 @@ impl Skeleton {
 pub struct ScaleOptions {
     /// The kernel.
     pub kernel: Kernel,
-    /// NPB class letter (CG).
+    /// NPB class letter (CG, IS).
     pub class: Option<char>,
     /// The number of ranks to make.
     pub to: usize,
@@ -122,6 +129,7 @@ pub enum ScaleError {
 fn kernel_name(k: Kernel) -> &'static str {
     match k {
         Kernel::Cg => "cg",
+        Kernel::Is => "is",
         Kernel::Stencil => "stencil",
     }
 }
@@ -342,6 +350,7 @@ fn prepare(opts: &ScaleOptions, real: &TiTrace) -> Result<Skeleton, ScaleError> 
     Ok(match opts.kernel {
         Kernel::Stencil => Skeleton::Stencil(stencil::Stencil::learn(real).map_err(mismatch)?),
         Kernel::Cg => Skeleton::Cg(cg::Cg::new(class()?, real).map_err(ScaleError::Options)?),
+        Kernel::Is => Skeleton::Is(is::Is::new(class()?, real).map_err(ScaleError::Options)?),
     })
 }
 

@@ -141,9 +141,10 @@ impl Emitter {
     }
 
     /// A remote write of `bytes` bytes to `to` (`nwrite`, `nwrite_slice`),
-    /// completed at the next fence.
+    /// completed at the next fence. A write to the rank itself, or of
+    /// nothing, sends nothing (and needs no fence).
     pub(crate) fn nwrite(&mut self, to: usize, bytes: u64) {
-        if to == self.me {
+        if to == self.me || bytes == 0 {
             return;
         }
         if bytes > wire::EAGER_LIMIT {
@@ -159,7 +160,7 @@ impl Emitter {
 
     /// The handler takes a remote write of `bytes` bytes from `from`.
     pub(crate) fn nwrite_in(&mut self, from: usize, bytes: u64) {
-        if from == self.me {
+        if from == self.me || bytes == 0 {
             return;
         }
         if bytes > wire::EAGER_LIMIT {
@@ -206,6 +207,31 @@ impl Emitter {
             self.send((me + s) % n, wire::COLL_HEADER, wire::COLL);
             self.recv((me + n - s) % n, wire::COLL_HEADER, wire::COLL);
             s *= 2;
+        }
+    }
+
+    /// An allreduce of `bytes` bytes of plain data (`allreduce_slice`):
+    /// recursive doubling (the job's size is a power of two).
+    pub(crate) fn allreduce(&mut self, bytes: u64) {
+        let (me, n) = (self.me, self.n);
+        let mut s = 1;
+        while s < n {
+            self.send(me ^ s, wire::COLL_HEADER + bytes, wire::COLL);
+            self.recv(me ^ s, wire::COLL_HEADER + bytes, wire::COLL);
+            s *= 2;
+        }
+    }
+
+    /// An all-to-all of `bytes` bytes of plain data per rank
+    /// (`alltoall_slice`): a send to `me + 1, me + 2, ...`, then a receive
+    /// from every other rank.
+    pub(crate) fn alltoall(&mut self, bytes: u64) {
+        let (me, n) = (self.me, self.n);
+        for k in 1..n {
+            self.send((me + k) % n, wire::COLL_HEADER + bytes, wire::COLL);
+        }
+        for s in (0..n).filter(|&s| s != me) {
+            self.recv(s, wire::COLL_HEADER + bytes, wire::COLL);
         }
     }
 

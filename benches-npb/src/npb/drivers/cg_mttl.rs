@@ -91,7 +91,13 @@ impl MttlCg<'_> {
 
     /// Yields until element `at` of this node's landing array is `seq`
     /// (step 4 of the module doc).
+    /// The wait is marked as one (`mttl::trace::waiting`): its polls are
+    /// not computation.
     fn wait_for(&self, at: usize, seq: f64) {
+        if self.landing.get(at) == seq {
+            return;
+        }
+        let _waiting = mttl::trace::waiting("landing");
         let mut polls = 0u32;
         while self.landing.get(at) != seq {
             mttl::yield_now();

@@ -26,6 +26,10 @@
 //!    equal the official rank adjusted for the iteration
 //!    ([`IsParams::expected_rank`]).
 //!
+//! Steps 1, 3 (the bucket of a key) and 5, and the keys themselves, are
+//! `mttl_kernels::is_buckets`'s, which the IS skeleton of `mttl-trace
+//! scale` shares to compute the all-to-all sizes.
+//!
 //! Full verification ([`IsRank::full_verify`]) places the last iteration's
 //! keys at their ranks, checks they are sorted, that the last key of the
 //! previous process is not greater than this process's first, and that no
@@ -37,16 +41,8 @@ use std::time::Instant;
 use super::comm::IsComm;
 use crate::npb::class::{IsParams, IS_ITERATIONS, IS_TEST_KEYS};
 use crate::npb::prefetch::prefetch;
-use crate::npb::randlc::{find_my_seed, Randlc, MULTIPLIER, SEED};
-
-/// The largest process count NPB allows for IS (128 for class S).
-pub fn max_procs(params: &IsParams) -> usize {
-    if params.total_keys_log2 <= 16 {
-        128
-    } else {
-        1024
-    }
-}
+pub use mttl_kernels::is_buckets::max_procs;
+use mttl_kernels::is_buckets::{self, bucket, BucketRanges};
 
 /// Checks that IS can run on `nprocs` processes: a power of two up to
 /// [`max_procs`].
@@ -167,7 +163,6 @@ pub struct IsPhases {
 pub struct IsRank {
     params: IsParams,
     me: usize,
-    nprocs: usize,
     keys_per_proc: usize,
     shift: u32,
     /// This process's keys (`key_array`).
@@ -180,13 +175,10 @@ pub struct IsRank {
     bucket_size: Vec<i32>,
     bucket_totals: Vec<i32>,
     bucket_ptrs: Vec<u32>,
-    send_counts: Vec<i32>,
-    send_displs: Vec<i32>,
+    /// Send counts and displacements, each process's buckets (step 5).
+    ranges: BucketRanges,
     recv_counts: Vec<i32>,
     recv_displs: Vec<i32>,
-    /// First and last bucket of each process.
-    first_bucket: Vec<usize>,
-    last_bucket: Vec<isize>,
     last: Option<LastRanking>,
     failures: Vec<PartialFailure>,
     phases: IsPhases,
@@ -202,27 +194,22 @@ impl IsRank {
         }
         let total = params.total_keys();
         let keys_per_proc = total / nprocs;
-        let seed = find_my_seed(me as u64, nprocs as u64, 4 * total as u64, SEED, MULTIPLIER);
-        let keys = generate_keys(&params, seed, keys_per_proc);
+        let keys: Vec<i32> = is_buckets::keys(&params, me, nprocs).collect();
         let nb = params.num_buckets();
         Ok(Self {
             params,
             me,
-            nprocs,
             keys_per_proc,
-            shift: params.max_key_log2 - params.num_buckets_log2,
+            shift: is_buckets::bucket_shift(&params),
             keys,
             bucketed: vec![0; keys_per_proc],
             counts: vec![0; params.max_key() as usize],
             bucket_size: vec![0; nb + IS_TEST_KEYS],
             bucket_totals: vec![0; nb + IS_TEST_KEYS],
             bucket_ptrs: vec![0; nb],
-            send_counts: vec![0; nprocs],
-            send_displs: vec![0; nprocs],
+            ranges: BucketRanges::new(nprocs),
             recv_counts: vec![0; nprocs],
             recv_displs: vec![0; nprocs],
-            first_bucket: vec![0; nprocs],
-            last_bucket: vec![0; nprocs],
             last: None,
             failures: Vec::new(),
             phases: IsPhases::default(),
@@ -275,8 +262,7 @@ impl IsRank {
         // Step 1.
         let t0 = Instant::now();
         if self.me == 0 {
-            self.keys[iteration] = iteration as i32;
-            self.keys[iteration + IS_ITERATIONS] = self.params.max_key() - iteration as i32;
+            is_buckets::mark_test_keys(&self.params, &mut self.keys, iteration);
         }
 
         // Steps 2-3.
@@ -299,14 +285,18 @@ impl IsRank {
         comm.allreduce_sum(&self.bucket_size, &mut self.bucket_totals);
 
         // Step 5.
-        self.assign_buckets();
+        self.ranges.assign(
+            &self.bucket_totals[..nb],
+            &self.bucket_size[..nb],
+            self.keys_per_proc,
+        );
 
         // Step 6.
-        comm.alltoall(&self.send_counts, &mut self.recv_counts);
+        comm.alltoall(&self.ranges.send_counts, &mut self.recv_counts);
         let me = self.me;
         let own_keys = comm.keeps_own_keys().then(|| {
-            let displ = self.send_displs[me] as usize;
-            (displ, displ + self.send_counts[me] as usize)
+            let displ = self.ranges.send_displs[me] as usize;
+            (displ, displ + self.ranges.send_counts[me] as usize)
         });
         let mut displ = 0;
         for (s, (d, &c)) in self
@@ -322,16 +312,17 @@ impl IsRank {
         }
         comm.alltoallv(
             &self.bucketed,
-            &self.send_counts,
-            &self.send_displs,
+            &self.ranges.send_counts,
+            &self.ranges.send_displs,
             &self.recv_counts,
             &self.recv_displs,
         );
 
         // Step 7.
         let t2 = Instant::now();
-        let min_key = (self.first_bucket[me] << shift) as i32;
-        let max_key = (((self.last_bucket[me] + 1) << shift) - 1) as i32;
+        let (first_bucket, last_bucket) = (&self.ranges.first_bucket, &self.ranges.last_bucket);
+        let min_key = (first_bucket[me] << shift) as i32;
+        let max_key = (((last_bucket[me] + 1) << shift) - 1) as i32;
         let width = (max_key - min_key + 1).max(0) as usize;
         let bucket_sum = |lo: usize, hi: isize| -> i64 {
             (lo as isize..=hi)
@@ -339,9 +330,9 @@ impl IsRank {
                 .sum()
         };
         let lesser: i64 = (0..me)
-            .map(|k| bucket_sum(self.first_bucket[k], self.last_bucket[k]))
+            .map(|k| bucket_sum(first_bucket[k], last_bucket[k]))
             .sum();
-        let local_keys = bucket_sum(self.first_bucket[me], self.last_bucket[me]) as usize;
+        let local_keys = bucket_sum(first_bucket[me], last_bucket[me]) as usize;
 
         let counts = &mut self.counts[..width];
         counts.fill(0);
@@ -397,42 +388,6 @@ impl IsRank {
         passed
     }
 
-    /// Step 5 of the module doc: send counts, displacements and each
-    /// process's bucket range from the global bucket totals.
-    fn assign_buckets(&mut self) {
-        let nb = self.params.num_buckets();
-        let keys_per_proc = self.keys_per_proc as i64;
-        let mut global = 0i64;
-        let mut local = 0i32;
-        let mut j = 0usize;
-        self.send_displs[0] = 0;
-        self.first_bucket[0] = 0;
-        for i in 0..nb {
-            global += i64::from(self.bucket_totals[i]);
-            local += self.bucket_size[i];
-            if global >= (j as i64 + 1) * keys_per_proc {
-                self.send_counts[j] = local;
-                if j != 0 {
-                    self.send_displs[j] = self.send_displs[j - 1] + self.send_counts[j - 1];
-                    self.first_bucket[j] = (self.last_bucket[j - 1] + 1) as usize;
-                }
-                self.last_bucket[j] = i as isize;
-                j += 1;
-                local = 0;
-            }
-        }
-        // Processes left without buckets get the empty range [1, 0].
-        while j < self.nprocs {
-            self.send_counts[j] = 0;
-            if j != 0 {
-                self.send_displs[j] = self.send_displs[j - 1] + self.send_counts[j - 1];
-            }
-            self.first_bucket[j] = 1;
-            self.last_bucket[j] = 0;
-            j += 1;
-        }
-    }
-
     /// Full verification after the last ranking: sorts this process's keys
     /// by their ranks and checks order, the boundary with the previous
     /// process, and the key counts. Every process must call it, once, before
@@ -479,7 +434,7 @@ fn histogram(keys: &[i32], shift: u32, sizes: &mut [i32]) {
     for (line, chunk) in keys.chunks(KEYS_PER_LINE).enumerate() {
         prefetch(keys, line * KEYS_PER_LINE + PREFETCH_AHEAD);
         for &k in chunk {
-            sizes[(k >> shift) as usize] += 1;
+            sizes[bucket(k, shift)] += 1;
         }
     }
 }
@@ -491,7 +446,7 @@ fn scatter(keys: &[i32], shift: u32, next: &mut [u32], out: &mut [i32]) {
     for (line, chunk) in keys.chunks(KEYS_PER_LINE).enumerate() {
         prefetch(keys, line * KEYS_PER_LINE + PREFETCH_AHEAD);
         for &k in chunk {
-            let slot = &mut next[(k >> shift) as usize];
+            let slot = &mut next[bucket(k, shift)];
             let i = *slot as usize;
             out[i] = k;
             if i % KEYS_PER_LINE == 0 {
@@ -521,22 +476,6 @@ fn accumulate(counts: &mut [i32]) {
         total += *c;
         *c = total;
     }
-}
-
-/// NPB's `create_seq`: `count` keys from `seed`, each
-/// `(max_key / 4) · (r1 + r2 + r3 + r4)` truncated.
-fn generate_keys(params: &IsParams, seed: u64, count: usize) -> Vec<i32> {
-    let k = f64::from(params.max_key() / 4);
-    let mut rng = Randlc::new(seed);
-    (0..count)
-        .map(|_| {
-            let mut x = rng.next_f64();
-            x += rng.next_f64();
-            x += rng.next_f64();
-            x += rng.next_f64();
-            (k * x) as i32
-        })
-        .collect()
 }
 
 /// The outcome of an IS benchmark run on one process.
