@@ -5,7 +5,14 @@
 //!
 //! ```text
 //! npb-sweep --kernels cg,is --classes A,B --ranks 1,2 --reps 3 --out sweep
+//! npb-sweep --net 100base-t,myrinet2000 --hosts 1,2,4 --classes A --out study
 //! ```
+//!
+//! With `--net`, each profile's points run across the hosts of
+//! `mttl-netlab`'s emulated cluster, one rank per host, one profile after
+//! another, each with the lab brought up, checked and brought down around
+//! its sweeps ([`net`]); without it, on this machine's shared memory. The
+//! steps below are per profile.
 //!
 //! One invocation, step by step:
 //!
@@ -15,7 +22,8 @@
 //! 2. Run the sweeps of the engine ([`benches_npb::bench::sweep`]): for each
 //!    of the K sweeps, every configuration once as
 //!    `MTTL_STATS=1 npb KERNEL --class C -n N --variant V --backend B --json`
-//!    (the `npb` beside this program), in an order rotated by one per sweep,
+//!    (the `npb` beside this program; across the lab, under `mttlrun` as in
+//!    [`net`]), in an order rotated by one per sweep,
 //!    each after waiting (at most `--settle` seconds) for a quiet machine;
 //!    a disturbed run is run again, up to `--retries` times. A run that
 //!    fails or does not verify is recorded as such and the sweep goes on. Its time and Mop/s
@@ -28,7 +36,8 @@
 //! 3. Keep, per configuration, the best (shortest) verified time and that
 //!    run's stats; write `OUT/npb-sweep.csv` (one row per configuration)
 //!    and `OUT/npb-sweep-breakdown.csv` (one row per rank of each
-//!    configuration with stats), and print the summary: the times and the
+//!    configuration with stats; both with a `net` column, `local` without
+//!    `--net`), and print the summary: the times and the
 //!    ratios mttl-on-MPI ÷ mpi-on-MPI and mttl-on-TCP ÷ mttl-on-MPI, then
 //!    each rank's calls and bytes, like the paper's tables 5-8, and the
 //!    configurations without stats.
@@ -36,11 +45,17 @@
 //!    `.png`: time against processes, one line per variant and backend
 //!    (the paper's figs. 8-11); and, if a configuration of more than one
 //!    process has stats, `OUT/KERNEL-CLASS-breakdown.svg` and `.png`: one
-//!    panel per such configuration, a group of bars per rank (figs. 12-13).
+//!    panel per such configuration, a group of bars per rank; and, with
+//!    `--net`, `OUT/KERNEL-CLASS-split.svg` and `.png`: each rank's time
+//!    split into computation and communication, the latter estimated from
+//!    its counts and the lab's measured round trip and bandwidth
+//!    ([`split`], figs. 12-13).
+//! 5. Print how long the whole sweep took.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
 
 use benches_npb::bench::plot::{write_both, PlotError};
 use benches_npb::bench::sweep::report::{cell, render};
@@ -57,6 +72,9 @@ use self::breakdown::{RankStats, StatsError};
 
 mod breakdown;
 mod figures;
+#[cfg(target_os = "linux")]
+mod net;
+mod split;
 
 /// Sweep `npb` over configurations and keep the best of K runs of each.
 #[derive(Debug, Parser)]
@@ -73,8 +91,26 @@ struct Cli {
     #[arg(long, value_delimiter = ',', default_value = "S,W")]
     classes: Vec<Class>,
     /// Process counts, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2",
+        conflicts_with = "hosts"
+    )]
     ranks: Vec<usize>,
+    /// Network profiles of mttl-netlab's emulated cluster, comma-separated
+    /// (100base-t, gige, 10gige, myrinet2000 or RATE,LATENCY): run every
+    /// point across lab hosts, one rank per host, profile after profile.
+    /// Needs root.
+    #[arg(long, value_delimiter = ',', requires = "hosts")]
+    net: Vec<String>,
+    /// With --net: host counts (one rank per host), comma-separated.
+    #[arg(long, value_delimiter = ',', requires = "net")]
+    hosts: Vec<usize>,
+    /// With --net: skip `mttl-bench rwrite` (remote writes against MPI
+    /// send/recv between two hosts, figs. 5-7) on each network.
+    #[arg(long, requires = "net")]
+    no_rwrite: bool,
     /// Variants, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "mttl,mpi")]
     variants: Vec<Variant>,
@@ -108,19 +144,31 @@ struct Point {
     nprocs: usize,
     variant: Variant,
     backend: BackendKind,
+    /// The lab's network profile (`--net`), or `None` on this machine
+    /// alone.
+    net: Option<&'static str>,
 }
 
 impl Point {
-    /// `CG S -n 2 mttl on tcp`.
+    /// `CG S -n 2 mttl on tcp`, then `across 100base-t` with `--net`.
     fn name(&self) -> String {
-        format!(
+        let mut name = format!(
             "{} {} -n {} {} on {}",
             self.kernel.name(),
             self.class,
             self.nprocs,
             self.variant,
             self.backend
-        )
+        );
+        if let Some(net) = self.net {
+            name.push_str(&format!(" across {net}"));
+        }
+        name
+    }
+
+    /// The CSV's `net` column.
+    fn net_column(&self) -> &'static str {
+        self.net.unwrap_or("local")
     }
 }
 
@@ -153,8 +201,13 @@ impl Config {
         }
     }
 
+    /// `mttl on tcp`, then `, 100base-t` with `--net`.
     fn label(&self) -> String {
-        format!("{} on {}", self.point.variant, self.point.backend)
+        let mut label = format!("{} on {}", self.point.variant, self.point.backend);
+        if let Some(net) = self.point.net {
+            label.push_str(&format!(", {net}"));
+        }
+        label
     }
 
     fn best(&self) -> Option<f64> {
@@ -174,28 +227,32 @@ fn main() -> ExitCode {
     }
 }
 
-/// Step 1: the configurations that can run.
-fn configurations(cli: &Cli) -> Vec<Point> {
+/// Step 1: the configurations that can run, `nets` the profiles of
+/// `--net` (`[None]` without it), `nprocs` the process (or host) counts.
+fn configurations(cli: &Cli, nets: &[Option<&'static str>], nprocs: &[usize]) -> Vec<Point> {
     let mut configs = Vec::new();
-    for &kernel in &cli.kernels {
-        for &class in &cli.classes {
-            for &nprocs in &cli.ranks {
-                let allowed = match kernel {
-                    Kernel::Cg => CgGrid::new(class.cg().na, nprocs, 0).is_ok(),
-                    Kernel::Is => class.is().is_ok_and(|p| check_procs(&p, nprocs).is_ok()),
-                };
-                for &variant in &cli.variants {
-                    for &backend in &cli.backends {
-                        let runs = (variant, backend) != (Variant::Mpi, BackendKind::Tcp)
-                            && (backend == BackendKind::Tcp || cfg!(feature = "mpi"));
-                        if allowed && runs {
-                            configs.push(Point {
-                                kernel,
-                                class,
-                                nprocs,
-                                variant,
-                                backend,
-                            });
+    for &net in nets {
+        for &kernel in &cli.kernels {
+            for &class in &cli.classes {
+                for &nprocs in nprocs {
+                    let allowed = match kernel {
+                        Kernel::Cg => CgGrid::new(class.cg().na, nprocs, 0).is_ok(),
+                        Kernel::Is => class.is().is_ok_and(|p| check_procs(&p, nprocs).is_ok()),
+                    };
+                    for &variant in &cli.variants {
+                        for &backend in &cli.backends {
+                            let runs = (variant, backend) != (Variant::Mpi, BackendKind::Tcp)
+                                && (backend == BackendKind::Tcp || cfg!(feature = "mpi"));
+                            if allowed && runs {
+                                configs.push(Point {
+                                    kernel,
+                                    class,
+                                    nprocs,
+                                    variant,
+                                    backend,
+                                    net,
+                                });
+                            }
                         }
                     }
                 }
@@ -205,23 +262,146 @@ fn configurations(cli: &Cli) -> Vec<Point> {
     configs
 }
 
-/// Steps 1-3; returns whether every run verified.
+/// The profiles of `--net`, checked and named as `mttl-netlab` names them.
+#[cfg(target_os = "linux")]
+fn net_profiles(cli: &Cli) -> Result<Vec<(&'static str, mttl_netlab::Profile)>, String> {
+    if cli
+        .hosts
+        .iter()
+        .any(|&h| h == 0 || h > mttl_netlab::lab::MAX_HOSTS)
+    {
+        return Err(format!(
+            "--hosts {:?}: give host counts from 1 to {}",
+            cli.hosts,
+            mttl_netlab::lab::MAX_HOSTS
+        ));
+    }
+    cli.net
+        .iter()
+        .map(|given| {
+            let profile =
+                mttl_netlab::Profile::parse(given).map_err(|e| format!("--net {given}: {e}"))?;
+            // A handful of names for the whole run, shared by every point.
+            let name: &'static str = Box::leak(profile.name.clone().into_boxed_str());
+            Ok((name, profile))
+        })
+        .collect()
+}
+
+/// How a point is launched.
+enum Launch<'a> {
+    /// `npb -n N` on this machine.
+    Local(&'a Path),
+    /// Across the lab's hosts ([`net`]).
+    #[cfg(target_os = "linux")]
+    Net(&'a net::Tools),
+}
+
+/// What a network of `--net` gave besides the runs.
+struct NetInfo {
+    name: &'static str,
+    measured: split::Link,
+    faithful: bool,
+}
+
+/// Steps 1-5; returns whether every run verified.
 fn sweep(cli: &Cli) -> Result<bool, String> {
+    let started = Instant::now();
     let npb = match &cli.npb {
         Some(p) => p.clone(),
         None => std::env::current_exe()
             .map_err(|e| format!("cannot find this program: {e}"))?
             .with_file_name("npb"),
     };
-    let points = configurations(cli);
+    #[cfg(target_os = "linux")]
+    let profiles = net_profiles(cli)?;
+    #[cfg(not(target_os = "linux"))]
+    if !cli.net.is_empty() {
+        return Err("--net needs Linux (mttl-netlab's network namespaces)".into());
+    }
+    let (nets, nprocs): (Vec<Option<&'static str>>, &[usize]) = if cli.net.is_empty() {
+        (vec![None], &cli.ranks)
+    } else {
+        #[cfg(target_os = "linux")]
+        let nets = profiles.iter().map(|p| Some(p.0)).collect();
+        #[cfg(not(target_os = "linux"))]
+        let nets = Vec::new();
+        (nets, &cli.hosts)
+    };
+    let points = configurations(cli, &nets, nprocs);
     if points.is_empty() {
         return Err("no configuration can run (see --help)".into());
     }
     std::fs::create_dir_all(&cli.out)
         .map_err(|e| format!("cannot create {}: {e}", cli.out.display()))?;
+    let mut configs = Vec::new();
+    let mut infos: Vec<NetInfo> = Vec::new();
+    let mut rwrite_ok = true;
+    if cli.net.is_empty() {
+        configs = sweep_points(cli, &points, &Launch::Local(&npb))?;
+    }
+    #[cfg(target_os = "linux")]
+    if !cli.net.is_empty() {
+        let tools = net::Tools::find(npb)?;
+        net::bring_down_on_signal(&tools.netlab)?;
+        let hosts = nprocs.iter().copied().max().unwrap_or(2);
+        for (name, profile) in &profiles {
+            let mine: Vec<Point> = points
+                .iter()
+                .filter(|p| p.net == Some(*name))
+                .copied()
+                .collect();
+            let lab = net::LabGuard::up(&tools, hosts, profile, &cli.out)?;
+            infos.push(NetInfo {
+                name,
+                measured: split::Link {
+                    rtt: lab.measured.rtt,
+                    goodput_bps: lab.measured.goodput_bps,
+                },
+                faithful: lab.faithful,
+            });
+            configs.extend(sweep_points(cli, &mine, &Launch::Net(&tools))?);
+            if !cli.no_rwrite {
+                rwrite_ok &= net::rwrite(&tools, name, cli.reps, cli.settle.max(0.0), &cli.out);
+            }
+            drop(lab);
+        }
+    }
+    let csv = cli.out.join("npb-sweep.csv");
+    let breakdown_csv = cli.out.join("npb-sweep-breakdown.csv");
+    for (path, text) in [
+        (&csv, to_csv(&configs)),
+        (&breakdown_csv, to_breakdown_csv(&configs)),
+    ] {
+        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    print!("{}", summary(&configs));
+    print!("{}", breakdown_summary(&configs));
+    if !infos.is_empty() {
+        print!("{}", net_summary(&configs, &infos, nprocs));
+    }
+    println!("\nCSV: {}", csv.display());
+    println!("CSV: {}", breakdown_csv.display());
+    for plot in plot_all(&configs, &infos, &cli.out).map_err(|e| e.to_string())? {
+        println!("plot: {}", plot.display());
+    }
+    let runs = configs
+        .iter()
+        .map(|c| c.times.len() as u32 + c.failures)
+        .sum::<u32>();
+    println!(
+        "\nThe sweep took {:.1} min ({runs} runs).",
+        started.elapsed().as_secs_f64() / 60.0
+    );
+    Ok(rwrite_ok && configs.iter().all(|c| c.failures == 0))
+}
+
+/// Step 2 and the first half of step 3 for `points`, all launched the same
+/// way.
+fn sweep_points(cli: &Cli, points: &[Point], launch: &Launch) -> Result<Vec<Config>, String> {
     let sweeps = Sweeps {
         bench: "npb-sweep",
-        configs: &points,
+        configs: points,
         reps: cli.reps,
         settle: cli.settle.max(0.0),
         retries: cli.retries,
@@ -229,11 +409,11 @@ fn sweep(cli: &Cli) -> Result<bool, String> {
     };
     let swept = sweeps
         .run(Point::name, |p, _, _| {
-            run_once(&npb, p).map_err(BenchError::Check)
+            run_once(launch, p).map_err(BenchError::Check)
         })
         .map_err(|e| e.to_string())?;
     // Per configuration, the run each sweep kept: the best of them counts.
-    let configs: Vec<Config> = swept
+    Ok(swept
         .runs
         .iter()
         .map(|(p, runs)| {
@@ -249,23 +429,7 @@ fn sweep(cli: &Cli) -> Result<bool, String> {
             }
             c
         })
-        .collect();
-    let csv = cli.out.join("npb-sweep.csv");
-    let breakdown_csv = cli.out.join("npb-sweep-breakdown.csv");
-    for (path, text) in [
-        (&csv, to_csv(&configs)),
-        (&breakdown_csv, to_breakdown_csv(&configs)),
-    ] {
-        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
-    print!("{}", summary(&configs));
-    print!("{}", breakdown_summary(&configs));
-    println!("\nCSV: {}", csv.display());
-    println!("CSV: {}", breakdown_csv.display());
-    for plot in plot_all(&configs, &cli.out).map_err(|e| e.to_string())? {
-        println!("plot: {}", plot.display());
-    }
-    Ok(configs.iter().all(|c| c.failures == 0))
+        .collect())
 }
 
 /// What one verified run of `npb` gave.
@@ -278,34 +442,50 @@ struct Run {
 }
 
 /// Runs `npb` once for `c`, with `MTTL_STATS=1` (step 2).
-fn run_once(npb: &Path, c: &Point) -> Result<Run, String> {
-    let out = Command::new(npb)
-        .args([
-            c.kernel.name().to_lowercase().as_str(),
-            "--class",
-            &c.class.to_string(),
-            "-n",
-            &c.nprocs.to_string(),
-            "--variant",
-            c.variant.name(),
-            "--backend",
-            &c.backend.to_string(),
-            "--json",
-        ])
+fn run_once(launch: &Launch, c: &Point) -> Result<Run, String> {
+    let mut command = match launch {
+        Launch::Local(npb) => {
+            let mut command = Command::new(npb);
+            command.args([
+                c.kernel.name().to_lowercase().as_str(),
+                "--class",
+                &c.class.to_string(),
+                "-n",
+                &c.nprocs.to_string(),
+                "--variant",
+                c.variant.name(),
+                "--backend",
+                &c.backend.to_string(),
+                "--json",
+            ]);
+            command
+        }
+        #[cfg(target_os = "linux")]
+        Launch::Net(tools) => tools.command(c),
+    };
+    let out = command
         .env_remove("MTTL_NP")
         .env("MTTL_STATS", "1")
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", npb.display()))?;
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|_| {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let last = stderr
-            .lines()
-            .rev()
-            .find(|l| breakdown::parse_line(l).is_none());
-        format!("{}: {}", out.status, last.unwrap_or(""))
-    })?;
+        .map_err(|e| format!("cannot run {:?}: {e}", command.get_program()))?;
+    // Across the lab, mttlrun's stdout carries rank 0's JSON, maybe beside
+    // other lines: the JSON is the last line that parses.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .or_else(|| serde_json::from_str(&stdout).ok())
+        .ok_or_else(|| {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr
+                .lines()
+                .rev()
+                .find(|l| breakdown::parse_line(l).is_none());
+            format!("{}: {}", out.status, last.unwrap_or(""))
+        })?;
     if report["verified"] != true {
         return Err("verification failed".into());
     }
@@ -323,7 +503,7 @@ fn run_once(npb: &Path, c: &Point) -> Result<Run, String> {
 
 fn to_csv(configs: &[Config]) -> String {
     let mut out = String::from(
-        "kernel,class,nprocs,variant,backend,runs,failures,best_seconds,mops,foreign_cpus\n",
+        "kernel,class,nprocs,variant,backend,net,runs,failures,best_seconds,mops,foreign_cpus\n",
     );
     for c in configs {
         let _ = writeln!(
@@ -340,15 +520,16 @@ fn to_csv(configs: &[Config]) -> String {
     out
 }
 
-/// `kernel,class,nprocs,variant,backend`: the columns naming `c`.
+/// `kernel,class,nprocs,variant,backend,net`: the columns naming `c`.
 fn csv_key(c: &Config) -> String {
     format!(
-        "{},{},{},{},{}",
+        "{},{},{},{},{},{}",
         c.point.kernel.name(),
         c.point.class,
         c.point.nprocs,
         c.point.variant,
-        c.point.backend
+        c.point.backend,
+        c.point.net_column()
     )
 }
 
@@ -364,34 +545,33 @@ fn to_breakdown_csv(configs: &[Config]) -> String {
     out
 }
 
+/// What the summary's rows are keyed by: network, kernel, class, processes.
+type Key = (Option<&'static str>, Kernel, Class, usize);
+
+fn key(p: &Point) -> Key {
+    (p.net, p.kernel, p.class, p.nprocs)
+}
+
 /// The best time of one configuration, if it ran.
-fn best_of(
-    configs: &[Config],
-    key: (Kernel, Class, usize),
-    variant: Variant,
-    backend: BackendKind,
-) -> Option<f64> {
+fn best_of(configs: &[Config], k: Key, variant: Variant, backend: BackendKind) -> Option<f64> {
     configs
         .iter()
-        .find(|c| {
-            (c.point.kernel, c.point.class, c.point.nprocs) == key
-                && c.point.variant == variant
-                && c.point.backend == backend
-        })
+        .find(|c| key(&c.point) == k && c.point.variant == variant && c.point.backend == backend)
         .and_then(Config::best)
 }
 
 /// Step 3's table: best times and the ratios between the variants.
 fn summary(configs: &[Config]) -> String {
-    let mut keys: Vec<(Kernel, Class, usize)> = Vec::new();
+    let mut keys: Vec<Key> = Vec::new();
     for c in configs {
-        if !keys.contains(&(c.point.kernel, c.point.class, c.point.nprocs)) {
-            keys.push((c.point.kernel, c.point.class, c.point.nprocs));
+        if !keys.contains(&key(&c.point)) {
+            keys.push(key(&c.point));
         }
     }
     let cell = |t: Option<f64>| cell(t, |t| format!("{t:.3}"));
     let ratio = |a: Option<f64>, b: Option<f64>| cell(a.zip(b).map(|(a, b)| a / b));
     let headers = [
+        "net",
         "kernel",
         "class",
         "procs",
@@ -407,8 +587,9 @@ fn summary(configs: &[Config]) -> String {
             let mpi = best_of(configs, key, Variant::Mpi, BackendKind::Mpi);
             let mttl_mpi = best_of(configs, key, Variant::Mttl, BackendKind::Mpi);
             let mttl_tcp = best_of(configs, key, Variant::Mttl, BackendKind::Tcp);
-            let (kernel, class, procs) = (key.0.name().to_owned(), key.1.to_string(), key.2);
+            let (kernel, class, procs) = (key.1.name().to_owned(), key.2.to_string(), key.3);
             vec![
+                key.0.unwrap_or("local").to_owned(),
                 kernel,
                 class,
                 procs.to_string(),
@@ -488,20 +669,63 @@ fn groups(configs: &[Config]) -> Vec<(Kernel, Class)> {
     groups
 }
 
-/// Step 4: draws both figures of each kernel and class; returns their paths.
-fn plot_all(configs: &[Config], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
+/// What the lab's hosts share: `H hosts share this machine's C cores`.
+fn sharing_note(nprocs: &[usize]) -> String {
+    let hosts = nprocs.iter().copied().max().unwrap_or(1);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    format!("up to {hosts} hosts share this machine's {cores} cores")
+}
+
+/// With `--net`: what each network's check measured, the hosts' shared
+/// cores, and each rank's computation and communication.
+fn net_summary(configs: &[Config], infos: &[NetInfo], nprocs: &[usize]) -> String {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let mut out = format!(
+        "\nThe lab: {} (compute is oversubscribed above {cores} hosts; communication is what \
+         the study compares)\n",
+        sharing_note(nprocs)
+    );
+    for info in infos {
+        let _ = writeln!(
+            out,
+            "  {}: round trip {:.1} µs, TCP goodput {:.1} Mb/s between two hosts ({}; see \
+             netlab-check-{}.txt)",
+            info.name,
+            info.measured.rtt * 1e6,
+            info.measured.goodput_bps / 1e6,
+            if info.faithful {
+                "the check passed"
+            } else {
+                "the check FAILED: the lab did not reach this profile on this machine"
+            },
+            net::file_name(info.name)
+        );
+    }
+    out.push_str(&split::table(configs, infos));
+    out
+}
+
+/// Step 4: draws the figures of each kernel and class; returns their paths.
+fn plot_all(configs: &[Config], infos: &[NetInfo], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     let mut paths = Vec::new();
+    let nprocs: Vec<usize> = configs.iter().map(|c| c.point.nprocs).collect();
+    let note = (!infos.is_empty()).then(|| sharing_note(&nprocs));
     for (kernel, class) in groups(configs) {
         let group: Vec<&Config> = configs
             .iter()
             .filter(|c| c.point.kernel == kernel && c.point.class == class)
             .collect();
         let stem = format!("{}-{class}", kernel.name().to_lowercase());
-        let time = figures::time(kernel, class, &group);
+        let time = figures::time(kernel, class, &group, note.as_deref());
         paths.extend(write_both(&dir.join(&stem), &time)?);
         if let Some(breakdown) = figures::breakdown(kernel, class, &group) {
             let stem = dir.join(format!("{stem}-breakdown"));
             paths.extend(write_both(&stem, &breakdown)?);
+        }
+        if let Some(note) = &note {
+            if let Some(split) = split::figure(kernel, class, &group, infos, note) {
+                paths.extend(write_both(&dir.join(format!("{stem}-split")), &split)?);
+            }
         }
     }
     Ok(paths)
