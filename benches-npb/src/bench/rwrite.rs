@@ -153,7 +153,11 @@ fn method_lines(args: &RwriteArgs, configs: &[Config]) -> Vec<String> {
         }
     };
     let mut lines = vec![
-        rep::sweeps_line(args.sweep.reps, args.sweep.settle()),
+        rep::sweeps_line(
+            args.sweep.reps,
+            args.sweep.settle(),
+            args.sweep.hosts.as_deref(),
+        ),
         format!(
             "A window is W transfers of S bytes from rank 0 to rank 1, then a barrier of both \
              ranks (mttl's barrier fences first, so every nwrite is applied when it returns); \
