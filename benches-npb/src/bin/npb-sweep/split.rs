@@ -115,8 +115,8 @@ pub(crate) fn figure(
             kernel.name()
         ),
         categories: vec![
-            ("computation".into(), BLUE_700),
-            ("communication (est.)".into(), ORANGE_700),
+            ("compute".into(), BLUE_700),
+            ("comm (est.)".into(), ORANGE_700),
         ],
         reading: "bars: milliseconds (log scale); communication estimated from the rank's \
                   messages and bytes at the lab's measured round trip and bandwidth"
