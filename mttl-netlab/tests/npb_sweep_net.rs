@@ -11,7 +11,11 @@
 //!    breakdown CSV every rank of the 2-host points (so `MTTL_STATS`
 //!    reached ranks on the other host on both backends), and the check's
 //!    output and the split figure are written;
+//!    and `mttl-bench rwrite` measured remote writes between the hosts;
 //! 4. the lab is down afterwards (no namespace, no state).
+//!
+//! And a sweep interrupted (`SIGINT`, as Ctrl-C sends) once its lab is up
+//! brings the lab down before it exits.
 //!
 //! Needs root, iproute2 and Open MPI; ignored, with the reason in its
 //! attribute; `scripts/test-all` runs it as root.
@@ -23,9 +27,9 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use support::{lab_namespaces, output_within, take_lab, text};
+use support::{lab_namespaces, netlab, output_within, take_lab, text};
 
 /// How long the sweep may take: 6 runs of CG S (1-3 s each in a release
 /// build, ~10 s unoptimised), the lab's `up` and `check` (~10 s), and the
@@ -154,5 +158,60 @@ fn npb_sweep_runs_cg_across_lab_hosts_and_brings_the_lab_down() {
             .unwrap_or_else(|e| panic!("{figure}: {e}"));
         assert!(svg.contains("100base-t"), "{figure} names the network");
     }
+    let rwrite = csv(
+        &out_dir.join("rwrite-100base-t.csv"),
+        "config,size_bytes,mb_per_s,reference,ratio,issue_us,sync_us_per_window,window,windows_per_sample",
+    );
+    assert!(
+        rwrite.iter().any(
+            |r| r[..2] == ["mttl-tcp", "1048576"] && r[2].parse::<f64>().is_ok_and(|v| v > 0.0)
+        ),
+        "{rwrite:?}"
+    );
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+#[test]
+#[ignore = "needs root, network namespaces and Open MPI: cargo test -p mttl-netlab --all-features --test npb_sweep_net -- --ignored"]
+fn an_interrupted_sweep_brings_its_lab_down() {
+    let dir = built_programs();
+    let out_dir = std::env::temp_dir().join(format!("npb-sweep-int-{}", std::process::id()));
+    let lab = take_lab();
+    let mut sweep = Command::new(dir.join("npb-sweep"))
+        .args(["--net", "100base-t", "--hosts", "2", "--kernels", "cg"])
+        .args(["--classes", "A", "--reps", "1", "--settle", "0"])
+        .arg("--out")
+        .arg(&out_dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("npb-sweep starts");
+    // Interrupt it once its lab is up (its state written).
+    let start = Instant::now();
+    while !Path::new("/run/mttl-netlab/state").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the lab did not come up within 2 minutes"
+        );
+        assert!(
+            sweep.try_wait().expect("waiting").is_none(),
+            "npb-sweep ended early"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(sweep.id() as libc::pid_t, libc::SIGINT) };
+    let out = sweep.wait_with_output().expect("npb-sweep ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{stderr}");
+    assert!(stderr.contains("the lab is down"), "{stderr}");
+    assert!(
+        lab_namespaces().is_empty() && !Path::new("/run/mttl-netlab").exists(),
+        "the lab is still up ({:?}): {stderr}\n{}",
+        lab_namespaces(),
+        text(&netlab(&["status"]))
+    );
+    drop(lab);
     let _ = std::fs::remove_dir_all(&out_dir);
 }
