@@ -669,6 +669,20 @@ fn groups(configs: &[Config]) -> Vec<(Kernel, Class)> {
     groups
 }
 
+/// `name` with anything but letters, digits, `-` and `.` made `_`, for a
+/// file name (a custom profile is `RATE,LATENCY`).
+fn file_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// What the lab's hosts share: `H hosts share this machine's C cores`.
 fn sharing_note(nprocs: &[usize]) -> String {
     let hosts = nprocs.iter().copied().max().unwrap_or(1);
@@ -698,7 +712,7 @@ fn net_summary(configs: &[Config], infos: &[NetInfo], nprocs: &[usize]) -> Strin
             } else {
                 "the check FAILED: the lab did not reach this profile on this machine"
             },
-            net::file_name(info.name)
+            file_name(info.name)
         );
     }
     out.push_str(&split::table(configs, infos));
@@ -729,4 +743,42 @@ fn plot_all(configs: &[Config], infos: &[NetInfo], dir: &Path) -> Result<Vec<Pat
         }
     }
     Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_names_become_file_names() {
+        assert_eq!(file_name("100base-t"), "100base-t");
+        assert_eq!(file_name("100mbit,50us"), "100mbit_50us");
+    }
+
+    #[test]
+    fn points_across_the_lab_name_their_network_and_leave_out_what_cannot_run() {
+        let cli = Cli::parse_from([
+            "npb-sweep",
+            "--net",
+            "gige",
+            "--hosts",
+            "1,2",
+            "--kernels",
+            "is",
+            "--classes",
+            "S",
+        ]);
+        let points = configurations(&cli, &[Some("gige")], &cli.hosts);
+        // mttl on TCP and, with MPI, mttl and mpi on MPI; at 1 and 2 hosts.
+        let per_count = if cfg!(feature = "mpi") { 3 } else { 1 };
+        assert_eq!(points.len(), 2 * per_count);
+        assert!(points.iter().all(|p| p.net == Some("gige")));
+        assert!(!points
+            .iter()
+            .any(|p| (p.variant, p.backend) == (Variant::Mpi, BackendKind::Tcp)));
+        let c = Config::new(points[0]);
+        assert_eq!(c.label(), "mttl on tcp, gige");
+        assert_eq!(points[0].name(), "IS S -n 1 mttl on tcp across gige");
+        assert_eq!(points[0].net_column(), "gige");
+    }
 }

@@ -38,7 +38,7 @@ use benches_npb::bench::cpu_load;
 use mttl_netlab::lab::{host_name, pid_file};
 use mttl_netlab::Profile;
 
-use crate::Point;
+use crate::{file_name, Point};
 
 /// Whether this process has a lab up (read by the signal thread).
 static LAB_UP: AtomicBool = AtomicBool::new(false);
@@ -355,20 +355,6 @@ pub(crate) fn bring_down_on_signal(netlab: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `name` with anything but letters, digits, `-` and `.` made `_`, for a
-/// file name (a custom profile is `RATE,LATENCY`).
-pub(crate) fn file_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,11 +408,5 @@ mod tests {
             "exec mttl-h0 -- /b/mttlrun -n 3 --backend mpi --hosts mttl-h0,mttl-h1,mttl-h2 \
              -- /b/npb cg --class A --variant mttl --json"
         );
-    }
-
-    #[test]
-    fn profile_names_become_file_names() {
-        assert_eq!(file_name("100base-t"), "100base-t");
-        assert_eq!(file_name("100mbit,50us"), "100mbit_50us");
     }
 }
