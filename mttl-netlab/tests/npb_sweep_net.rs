@@ -3,8 +3,9 @@
 //! backends and the `mpi` variant (which needs the MPI backend), one run
 //! each:
 //!
-//! 1. build `mttlrun`, `npb` and `npb-sweep` (with MPI) in this test's
-//!    profile, beside `mttl-netlab`, where `npb-sweep` finds them;
+//! 1. build `mttlrun`, `npb`, `npb-sweep` and `mttl-bench` (with MPI) in
+//!    this test's profile, beside `mttl-netlab`, where `npb-sweep` finds
+//!    them;
 //! 2. run the sweep (it brings the lab up, checks it, runs every point
 //!    across the hosts and brings the lab down);
 //! 3. its CSV has the `net` column and a verified row for each point, its
@@ -47,7 +48,7 @@ fn built_programs() -> PathBuf {
     cargo
         .args(["build", "--quiet", "-p", "mttl-comm", "-p", "benches-npb"])
         .args(["--all-features", "--bin", "mttlrun", "--bin", "npb"])
-        .args(["--bin", "npb-sweep"])
+        .args(["--bin", "npb-sweep", "--bin", "mttl-bench"])
         .arg("--manifest-path")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
         .arg("--target-dir")
