@@ -102,33 +102,35 @@ fn sweep_writes_csv_breakdown_and_figures() {
 
     let configs = csv(
         &out.join("npb-sweep.csv"),
-        "kernel,class,nprocs,variant,backend,runs,failures,best_seconds,mops,foreign_cpus",
+        "kernel,class,nprocs,variant,backend,net,runs,failures,best_seconds,mops,foreign_cpus",
     );
     assert_eq!(configs.len(), 2 * variants().len(), "{configs:?}");
     assert!(
-        configs.iter().all(|c| c[5] == "1" && c[6] == "0"),
+        configs
+            .iter()
+            .all(|c| c[5] == "local" && c[6] == "1" && c[7] == "0"),
         "{configs:?}"
     );
 
     let ranks = csv(
         &out.join("npb-sweep-breakdown.csv"),
-        "kernel,class,nprocs,variant,backend,rank,send,nsend,recv,probe,test,msgs,avg_kb,total_mb",
+        "kernel,class,nprocs,variant,backend,net,rank,send,nsend,recv,probe,test,msgs,avg_kb,total_mb",
     );
     for (variant, backend) in variants() {
         for nprocs in [1usize, 2] {
             let rows: Vec<&Vec<String>> = ranks
                 .iter()
-                .filter(|r| r[..5] == ["IS", "S", &nprocs.to_string(), variant, backend])
+                .filter(|r| r[..6] == ["IS", "S", &nprocs.to_string(), variant, backend, "local"])
                 .collect();
-            let listed: Vec<&str> = rows.iter().map(|r| r[5].as_str()).collect();
+            let listed: Vec<&str> = rows.iter().map(|r| r[6].as_str()).collect();
             let expected: Vec<String> = (0..nprocs).map(|r| r.to_string()).collect();
             assert_eq!(listed, expected, "{variant} on {backend}, {nprocs} ranks");
             for r in rows {
                 let n = |i: usize| r[i].parse::<f64>().unwrap_or_else(|_| panic!("{r:?}"));
-                assert_eq!(n(11), n(6) + n(7), "msgs = send + nsend: {r:?}");
+                assert_eq!(n(12), n(7) + n(8), "msgs = send + nsend: {r:?}");
                 if nprocs == 2 {
-                    assert!(n(6) + n(7) > 0.0 && n(8) > 0.0, "IS exchanges keys: {r:?}");
-                    assert!(n(13) > 0.0, "{r:?}");
+                    assert!(n(7) + n(8) > 0.0 && n(9) > 0.0, "IS exchanges keys: {r:?}");
+                    assert!(n(14) > 0.0, "{r:?}");
                 }
             }
         }

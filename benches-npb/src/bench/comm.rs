@@ -131,7 +131,12 @@ pub fn run(args: CommArgs) -> Result<(), BenchError> {
     )?;
     let summary = Summary::new(&sizes, &swept.runs);
     let mut report = Report::new("comm", reps, Config::ALL, &swept, RETRIES);
-    report.method = method_lines(reps, args.sweep.settle(), &swept.configs());
+    report.method = method_lines(
+        reps,
+        args.sweep.settle(),
+        args.sweep.hosts.as_deref(),
+        &swept.configs(),
+    );
     report.tables = summary.tables();
     report.targets = summary.targets();
     report.doc = summary.to_json();
@@ -139,10 +144,10 @@ pub fn run(args: CommArgs) -> Result<(), BenchError> {
 }
 
 /// How the figures were measured, one sentence per line.
-fn method_lines(reps: u32, settle: f64, configs: &[Config]) -> Vec<String> {
+fn method_lines(reps: u32, settle: f64, hosts: Option<&str>, configs: &[Config]) -> Vec<String> {
     let (ms, samples) = (measure::SAMPLE_TIME.as_millis(), measure::SAMPLES);
     let mut lines = vec![
-        rep::sweeps_line(reps, settle),
+        rep::sweeps_line(reps, settle, hosts),
         format!(
             "Round trip: ping-pong of blocking send and receive, the echo sent back as received; \
              a sample times N round trips together, N calibrated in the warm-up so that a sample \

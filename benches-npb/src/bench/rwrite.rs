@@ -128,14 +128,18 @@ pub fn run(args: RwriteArgs) -> Result<(), BenchError> {
         |_| None,
     )?;
     let summary = Summary::new(&sizes, &swept.runs);
+    let place = match &args.sweep.hosts {
+        Some(hosts) => format!("across {hosts}"),
+        None => "on this machine".to_owned(),
+    };
     let title = format!(
-        "Remote-write throughput, 2 ranks, best of {} sweep(s)",
+        "Remote-write throughput, 2 ranks {place}, best of {} sweep(s)",
         args.sweep.reps
     );
     files.write(&summary.to_csv(), &summary.figure(title))?;
     let mut report = Report::new("rwrite", args.sweep.reps, Config::ALL, &swept, RETRIES);
     report.method = method_lines(&args, &swept.configs());
-    report.tables = summary.tables(args.sweep.reps);
+    report.tables = summary.tables(args.sweep.reps, &place);
     report.targets = summary.targets();
     let paths = [&files.csv, &files.svg, &files.png].map(|p| p.display().to_string());
     report.trailer = format!("\nFiles: {}\n", paths.join(", "));
@@ -153,7 +157,11 @@ fn method_lines(args: &RwriteArgs, configs: &[Config]) -> Vec<String> {
         }
     };
     let mut lines = vec![
-        rep::sweeps_line(args.sweep.reps, args.sweep.settle()),
+        rep::sweeps_line(
+            args.sweep.reps,
+            args.sweep.settle(),
+            args.sweep.hosts.as_deref(),
+        ),
         format!(
             "A window is W transfers of S bytes from rank 0 to rank 1, then a barrier of both \
              ranks (mttl's barrier fences first, so every nwrite is applied when it returns); \

@@ -143,7 +143,8 @@ impl Summary {
 
     /// The throughput table with the ratios, and the breakdown table, of
     /// `reps` sweeps.
-    pub(super) fn tables(&self, reps: u32) -> String {
+    /// The tables; `place`: where the 2 ranks ran (`on this machine`).
+    pub(super) fn tables(&self, reps: u32, place: &str) -> String {
         let mut columns: Vec<Column<Config>> = self
             .0
             .configs()
@@ -159,7 +160,7 @@ impl Summary {
             show: |v| format!("{v:.2}x"),
         }));
         let mut t = format!(
-            "Remote-write throughput, 2 ranks on this machine, MB/s (10^6 bytes/s), best of \
+            "Remote-write throughput, 2 ranks {place}, MB/s (10^6 bytes/s), best of \
              {reps} sweep(s)\n\n{}",
             self.0.table(&columns, &[])
         );
@@ -430,8 +431,9 @@ mod tests {
         assert_eq!(targets[0].verdict, Verdict::Met);
         assert_eq!(targets[1].detail, "worst 0.90x at 1M");
         assert_eq!(targets[1].verdict, Verdict::Missed);
-        let table = summary.tables(3);
+        let table = summary.tables(3, "across mttl-h0,mttl-h1");
         assert!(table.contains("best of 3 sweep(s)"), "{table}");
+        assert!(table.contains("2 ranks across mttl-h0,mttl-h1,"), "{table}");
         assert!(table.contains("0.90x"), "{table}");
         let csv = summary.to_csv();
         assert_eq!(csv.lines().count(), 1 + 3 * 3);

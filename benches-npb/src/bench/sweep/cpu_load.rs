@@ -7,9 +7,39 @@
 //! - Around a job, a [`Meter`] compares the CPU time the whole machine spent
 //!   busy (including time stolen by the hypervisor) with the CPU time this
 //!   process and its reaped children (the ranks, `mpirun`) used: the
-//!   difference is what others took while the job ran.
+//!   difference is what others took while the job ran. Processes that are
+//!   part of the measured system without being this process's children
+//!   (the emulated network's forwarder, busy whenever ranks communicate)
+//!   are named with [`count_as_own`], or by a parent benchmark in
+//!   [`OWN_PIDS_VAR`], and count as own too.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The variable naming processes (pids, comma-separated) whose CPU time
+/// counts as this benchmark's own: set by a benchmark that runs another
+/// one beside the emulated network's wire (`npb-sweep --net` running
+/// `mttl-bench rwrite`).
+pub const OWN_PIDS_VAR: &str = "MTTL_BENCH_OWN_PIDS";
+
+/// Processes whose CPU time counts as this process's ([`count_as_own`]).
+static ALSO_OWN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Counts the CPU time of process `pid` as this benchmark's own from now
+/// on: it is part of what is measured (the emulated network's wire), not
+/// a neighbour disturbing it.
+pub fn count_as_own(pid: u32) {
+    let mut pids = ALSO_OWN.lock().unwrap_or_else(|e| e.into_inner());
+    if !pids.contains(&pid) {
+        pids.push(pid);
+    }
+}
+
+/// Stops counting process `pid` as own ([`count_as_own`]).
+pub fn stop_counting_as_own(pid: u32) {
+    let mut pids = ALSO_OWN.lock().unwrap_or_else(|e| e.into_inner());
+    pids.retain(|&p| p != pid);
+}
 
 /// How long one sample of [`foreign_busy_cpus`] watches the machine.
 const WINDOW: Duration = Duration::from_millis(200);
@@ -50,9 +80,20 @@ fn parse_cpu_times(stat: &str) -> Option<CpuTimes> {
 }
 
 /// CPU time used by this process and its reaped children, in clock ticks
-/// (`utime + stime + cutime + cstime` of `/proc/self/stat`).
+/// (`utime + stime + cutime + cstime` of `/proc/self/stat`), plus that of
+/// the processes counted as own ([`count_as_own`]) that still run.
 fn own_ticks() -> Option<u64> {
-    parse_own_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)
+    let mine = parse_own_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    let mut pids = ALSO_OWN.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Ok(list) = std::env::var(OWN_PIDS_VAR) {
+        pids.extend(list.split(',').filter_map(|p| p.trim().parse::<u32>().ok()));
+    }
+    let others: u64 = pids
+        .iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|stat| parse_own_ticks(&stat))
+        .sum();
+    Some(mine + others)
 }
 
 /// Parses the text of `/proc/PID/stat`.
@@ -145,5 +186,36 @@ mod tests {
                     70 30 200 100 20 0 1 0 123 4096 100";
         assert_eq!(parse_own_ticks(stat), Some(400));
         assert_eq!(parse_own_ticks("4242 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn a_process_counted_as_own_adds_its_cpu_time() {
+        use std::io::BufRead as _;
+        // A child that spins, says so, then sleeps, unreaped: its time is
+        // not in this process's counts unless named.
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo spun; exec sleep 30",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh runs");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("piped");
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id()));
+        let childs = parse_own_ticks(&stat.expect("the child runs")).expect("a valid stat");
+        let without = own_ticks().expect("/proc is readable");
+        count_as_own(child.id());
+        let with = own_ticks().expect("/proc is readable");
+        stop_counting_as_own(child.id());
+        let after = own_ticks().expect("/proc is readable");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(childs > 0, "the child spun for a tick at least");
+        assert!(with >= without + childs, "{without} + {childs} <= {with}");
+        // This process's own ticks may grow by a tick or two meanwhile.
+        assert!(after + childs <= with + 2, "{after} after, {with} with");
     }
 }

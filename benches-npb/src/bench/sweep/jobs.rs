@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use mttl::bincode::{self, Decode, Encode};
-use mttl_comm::launch::{self, BackendKind, JobSpec};
+use mttl_comm::launch::{self, BackendKind, HostSlot, JobSpec};
 use mttl_comm::{AnyComm, Comm};
 
 use super::{Sweeps, Swept};
@@ -181,6 +181,23 @@ pub struct SweepArgs<C: clap::ValueEnum + Clone + Send + Sync + 'static, const S
     /// Where a worker's rank 0 writes its results.
     #[arg(long, hide = true)]
     pub out: Option<PathBuf>,
+    /// Run each two-rank job across these hosts, rank 0 on the first
+    /// (`mttlrun --hosts`; e.g. mttl-netlab's `mttl-h0,mttl-h1`, from inside
+    /// `mttl-netlab exec mttl-h0`, which sets the remote shell).
+    #[arg(long, value_name = "H0,H1")]
+    pub hosts: Option<String>,
+}
+
+/// The hosts of `--hosts LIST` for two-rank jobs: one or two.
+pub fn job_hosts(list: &str) -> Result<Vec<HostSlot>, BenchError> {
+    let hosts = launch::parse_host_list(list)
+        .map_err(|e| BenchError::Usage(format!("--hosts {list}: {e}")))?;
+    if hosts.len() > 2 {
+        return Err(BenchError::Usage(format!(
+            "--hosts {list}: the jobs have 2 ranks; give one or two hosts (rank 0 on the first)"
+        )));
+    }
+    Ok(hosts)
 }
 
 impl<C: BenchConfig + clap::ValueEnum + Send + Sync, const SETTLE: u32> SweepArgs<C, SETTLE> {
@@ -209,7 +226,10 @@ impl<C: BenchConfig + clap::ValueEnum + Send + Sync, const SETTLE: u32> SweepArg
         mut local: impl FnMut(C) -> Option<Measured<R>>,
     ) -> Result<Swept<C, Measured<R>>, BenchError> {
         let configs = chosen_configs(bench, self.backends.as_deref(), all)?;
-        let workers = Workers::new(bench)?;
+        let mut workers = Workers::new(bench)?;
+        if let Some(list) = &self.hosts {
+            workers.hosts = job_hosts(list)?;
+        }
         let sweeps = Sweeps {
             bench: &format!("mttl-bench {bench}"),
             configs: &configs,
@@ -238,6 +258,8 @@ pub struct Workers {
     bench: &'static str,
     program: PathBuf,
     dir: PathBuf,
+    /// Where the jobs' ranks run (`--hosts`); empty: on this machine.
+    pub hosts: Vec<HostSlot>,
 }
 
 impl Workers {
@@ -258,6 +280,7 @@ impl Workers {
             bench,
             program,
             dir,
+            hosts: Vec::new(),
         })
     }
 
@@ -288,6 +311,7 @@ impl Workers {
             spec.backend = BackendKind::Mpi;
         }
         spec.extra_env = config.job_env();
+        spec.hosts = self.hosts.clone();
         self.launch(config.name(), config.needs_mpi(), &spec)?;
         read_results(config.name(), &out)
     }
@@ -555,6 +579,17 @@ mod tests {
         assert_eq!(size_label(4096), "4K");
         assert_eq!(size_label(16 << 20), "16M");
         assert_eq!(size_label(1000), "1000");
+    }
+
+    #[test]
+    fn job_hosts_take_one_or_two_hosts() {
+        let two = job_hosts("mttl-h0, mttl-h1").expect("two hosts");
+        let names: Vec<String> = two.iter().map(ToString::to_string).collect();
+        assert_eq!(names, ["mttl-h0", "mttl-h1"]);
+        assert_eq!(job_hosts("a").expect("one host").len(), 1);
+        let e = job_hosts("a,b,c").expect_err("three hosts for two ranks");
+        assert!(e.to_string().contains("give one or two hosts"), "{e}");
+        assert!(job_hosts(",").is_err(), "no host at all");
     }
 
     #[test]

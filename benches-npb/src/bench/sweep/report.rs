@@ -177,10 +177,15 @@ pub fn spin_us_setting() -> String {
     std::env::var(mttl_comm::env::SPIN_US).unwrap_or_else(|_| "50 (default)".into())
 }
 
-/// The method line every sweep of two-rank jobs starts with.
-pub fn sweeps_line(reps: u32, settle: f64) -> String {
+/// The method line every sweep of two-rank jobs starts with; `hosts`:
+/// the `--hosts` the jobs ran across, if any.
+pub fn sweeps_line(reps: u32, settle: f64, hosts: Option<&str>) -> String {
+    let place = match hosts {
+        Some(hosts) => format!("across the hosts {hosts} (rank 0 on the first)"),
+        None => "on this machine".to_owned(),
+    };
     format!(
-        "2 ranks on this machine; {reps} sweep(s) per configuration, configurations \
+        "2 ranks {place}; {reps} sweep(s) per configuration, configurations \
          alternated (order rotated each sweep); every sweep is a fresh job, started after \
          waiting up to {settle} s for other processes to use less than {BUSY_WARNING} CPU."
     )

@@ -25,7 +25,7 @@ const FORMAT: &str =
 /// The header of `npb-sweep-breakdown.csv`; the configuration's columns
 /// come first.
 pub(crate) const CSV_HEADER: &str =
-    "kernel,class,nprocs,variant,backend,rank,send,nsend,recv,probe,test,msgs,avg_kb,total_mb";
+    "kernel,class,nprocs,variant,backend,net,rank,send,nsend,recv,probe,test,msgs,avg_kb,total_mb";
 
 /// One rank's communication counts, as `npb` printed them.
 #[derive(Debug, Clone, PartialEq)]
@@ -199,7 +199,7 @@ pub(crate) fn parse_run(stderr: &str, nprocs: usize) -> Result<Vec<RankStats>, S
 }
 
 /// The CSV rows of one configuration, `key` being its first five columns
-/// (`kernel,class,nprocs,variant,backend`): one row per rank.
+/// (`kernel,class,nprocs,variant,backend,net`): one row per rank.
 pub(crate) fn csv_rows(out: &mut String, key: &str, ranks: &[RankStats]) {
     for r in ranks {
         let _ = writeln!(
@@ -356,17 +356,17 @@ mod tests {
     #[test]
     fn csv_has_one_row_per_rank_under_the_header() {
         let mut csv = format!("{CSV_HEADER}\n");
-        csv_rows(&mut csv, "CG,S,2,mttl,tcp", &[rank(0, 9), rank(1, 7)]);
+        csv_rows(&mut csv, "CG,S,2,mttl,tcp,local", &[rank(0, 9), rank(1, 7)]);
         let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
         assert_eq!(rows.len(), 3);
         assert!(rows.iter().all(|r| r.len() == rows[0].len()));
         assert_eq!(
             rows[1],
             [
-                "CG", "S", "2", "mttl", "tcp", "0", "9", "40", "160", "0", "52", "49", "4.10",
-                "0.66"
+                "CG", "S", "2", "mttl", "tcp", "local", "0", "9", "40", "160", "0", "52", "49",
+                "4.10", "0.66"
             ]
         );
-        assert_eq!(rows[2][5..7], ["1", "7"]);
+        assert_eq!(rows[2][6..8], ["1", "7"]);
     }
 }

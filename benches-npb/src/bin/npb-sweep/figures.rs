@@ -25,20 +25,28 @@ const LINE_COLOURS: [plotters::style::RGBColor; 6] = [
     BLUE_700, RED_700, GREEN_700, ORANGE_700, PURPLE_700, TEAL_700,
 ];
 
-/// Time against processes, one line per variant and backend.
-pub(crate) fn time(kernel: Kernel, class: Class, group: &[&Config]) -> LineChart {
+/// Time against processes, one line per variant and backend (and network,
+/// with `--net`: then `note` says what the hosts share).
+pub(crate) fn time(
+    kernel: Kernel,
+    class: Class,
+    group: &[&Config],
+    note: Option<&str>,
+) -> LineChart {
     let mut lines: Vec<Series> = Vec::new();
     for c in group {
         let label = c.label();
         let at = match lines.iter().position(|l| l.label == label) {
             Some(at) => at,
             None => {
+                // Past the colours, the same colours dashed.
                 let colour = LINE_COLOURS[lines.len() % LINE_COLOURS.len()];
+                let dashed = (lines.len() / LINE_COLOURS.len()) % 2 == 1;
                 let points = Vec::new();
                 lines.push(Series {
                     label,
                     colour,
-                    dashed: false,
+                    dashed,
                     points,
                 });
                 lines.len() - 1
@@ -58,10 +66,16 @@ pub(crate) fn time(kernel: Kernel, class: Class, group: &[&Config]) -> LineChart
     let y_min = all.map(|p| p.1).fold(y_max, f64::min);
     let y_range = y_min.max(1e-4) * 0.8..y_max.max(1e-4) * 1.25;
     LineChart {
-        title: format!(
-            "NPB {} class {class}: time in seconds (best run)",
-            kernel.name()
-        ),
+        title: match note {
+            Some(note) => format!(
+                "NPB {} class {class}: time in seconds (best run); {note}",
+                kernel.name()
+            ),
+            None => format!(
+                "NPB {} class {class}: time in seconds (best run)",
+                kernel.name()
+            ),
+        },
         size: (720, 480),
         panels: vec![Panel {
             x: Axis {
@@ -142,6 +156,7 @@ mod tests {
             nprocs,
             variant: Variant::Mttl,
             backend: BackendKind::Tcp,
+            net: None,
         });
         c.times.push(0.5 / nprocs as f64);
         if stats {
@@ -173,7 +188,7 @@ mod tests {
             (vec![10, 0, 10, 0, 3], "0.01 MB".into())
         );
         assert!(breakdown(Kernel::Cg, Class::S, &[&one, &four]).is_none());
-        let time = time(Kernel::Cg, Class::S, &[&one, &two]);
+        let time = time(Kernel::Cg, Class::S, &[&one, &two], None);
         let line = &time.panels[0].series;
         assert_eq!(line.len(), 1);
         assert_eq!(
