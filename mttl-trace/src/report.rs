@@ -247,13 +247,11 @@ impl RankStats {
         );
         section(out, "regions", regions.into_iter().collect(), false);
         section(out, "trace writes", pick(|k| k == Kind::Flush), true);
-        if threads.switches > 0 || !threads.names.is_empty() {
+        if threads.switches > 0 || threads.spawned > 0 {
             let _ = writeln!(
                 out,
                 "  threads: {} spawned, {} switches, {} exits",
-                threads.names.len(),
-                threads.switches,
-                threads.exits
+                threads.spawned, threads.switches, threads.exits
             );
             section(
                 out,
@@ -278,7 +276,12 @@ impl RankStats {
 #[derive(Debug, Default)]
 struct Threads {
     /// Names by thread id.
+    /// Names by thread id, of the threads not yet exited (an exited
+    /// thread's id is never run again, so memory follows the live
+    /// threads, not the trace's length).
     names: BTreeMap<u64, String>,
+    /// Threads spawned.
+    spawned: u64,
     /// The running thread and since when.
     running: Option<(u64, u64)>,
     /// Blocked threads: id to (reason, since).
@@ -291,6 +294,7 @@ struct Threads {
 
 impl Threads {
     fn spawn(&mut self, id: u64, name: String) {
+        self.spawned += 1;
         self.names.insert(id, name);
     }
 
@@ -335,7 +339,9 @@ impl Threads {
 
     fn exit(&mut self, at: u64) {
         self.exits += 1;
-        self.stop(at);
+        if let Some(id) = self.stop(at) {
+            self.names.remove(&id);
+        }
     }
 }
 
