@@ -395,3 +395,34 @@ impl Suspensions {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `stats` on a stream of short-lived threads holds the live ones'
+    /// names only, whatever the stream's length, and counts every spawn.
+    #[test]
+    fn thread_names_follow_the_live_threads() {
+        let mut t = Threads::default();
+        for id in 0..100_000u64 {
+            t.spawn(id, "worker".to_owned());
+            t.run(id, id * 10);
+            t.block("reply".to_owned(), id * 10 + 2);
+            t.run(id, id * 10 + 4);
+            t.exit(id * 10 + 6);
+            assert!(
+                t.names.len() <= 1,
+                "{} names held at thread {id}",
+                t.names.len()
+            );
+            assert!(t.blocked_since.is_empty());
+        }
+        assert_eq!(
+            (t.spawned, t.exits, t.switches),
+            (100_000, 100_000, 200_000)
+        );
+        assert_eq!(t.by_name["worker"].count, 200_000);
+        assert_eq!(t.blocked["reply"].count, 100_000);
+    }
+}
