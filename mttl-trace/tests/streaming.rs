@@ -44,6 +44,7 @@ fn same_both_ways(dir: &Path, run: usize) -> TraceFiles {
     assert_eq!(String::from_utf8(out).unwrap(), mttl_trace::timeline(&t));
     // The spilled runs are gone.
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+    let _ = std::fs::remove_dir_all(&tmp);
     f
 }
 
@@ -186,6 +187,7 @@ fn a_synthetic_trace_reads_the_same_streamed_and_whole() {
     assert!(c.violations_before > 0, "{c:?}");
     assert_eq!(c.violations_after, 0, "{c:?}");
     assert!(f.peak_retained() < 3_000, "{}", f.peak_retained());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -252,4 +254,5 @@ fn the_timeline_holds_one_run_however_long_the_trace() {
         f.peak_retained()
     );
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&tmp);
 }
