@@ -41,6 +41,7 @@ fn quick_table_has_every_column_and_reconstructed_times() {
         "trace",
         "--quick",
         "--json",
+        "--no-estimate",
         "--backends",
         "tcp",
         "--pingpong-iters",

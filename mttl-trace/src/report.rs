@@ -252,13 +252,11 @@ impl RankStats {
         );
         section(out, "regions", regions.into_iter().collect(), false);
         section(out, "trace writes", pick(|k| k == Kind::Flush), true);
-        if threads.switches > 0 || !threads.names.is_empty() {
+        if threads.switches > 0 || threads.spawned > 0 {
             let _ = writeln!(
                 out,
                 "  threads: {} spawned, {} switches, {} exits",
-                threads.names.len(),
-                threads.switches,
-                threads.exits
+                threads.spawned, threads.switches, threads.exits
             );
             section(
                 out,
@@ -283,7 +281,12 @@ impl RankStats {
 #[derive(Debug, Default)]
 struct Threads {
     /// Names by thread id.
+    /// Names by thread id, of the threads not yet exited (an exited
+    /// thread's id is never run again, so memory follows the live
+    /// threads, not the trace's length).
     names: BTreeMap<u64, String>,
+    /// Threads spawned.
+    spawned: u64,
     /// The running thread and since when.
     running: Option<(u64, u64)>,
     /// Blocked threads: id to (reason, since).
@@ -296,6 +299,7 @@ struct Threads {
 
 impl Threads {
     fn spawn(&mut self, id: u64, name: String) {
+        self.spawned += 1;
         self.names.insert(id, name);
     }
 
@@ -340,7 +344,9 @@ impl Threads {
 
     fn exit(&mut self, at: u64) {
         self.exits += 1;
-        self.stop(at);
+        if let Some(id) = self.stop(at) {
+            self.names.remove(&id);
+        }
     }
 }
 
@@ -392,5 +398,36 @@ impl Suspensions {
             us(self.d_max),
             ms(self.waited)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `stats` on a stream of short-lived threads holds the live ones'
+    /// names only, whatever the stream's length, and counts every spawn.
+    #[test]
+    fn thread_names_follow_the_live_threads() {
+        let mut t = Threads::default();
+        for id in 0..100_000u64 {
+            t.spawn(id, "worker".to_owned());
+            t.run(id, id * 10);
+            t.block("reply".to_owned(), id * 10 + 2);
+            t.run(id, id * 10 + 4);
+            t.exit(id * 10 + 6);
+            assert!(
+                t.names.len() <= 1,
+                "{} names held at thread {id}",
+                t.names.len()
+            );
+            assert!(t.blocked_since.is_empty());
+        }
+        assert_eq!(
+            (t.spawned, t.exits, t.switches),
+            (100_000, 100_000, 200_000)
+        );
+        assert_eq!(t.by_name["worker"].count, 200_000);
+        assert_eq!(t.blocked["reply"].count, 100_000);
     }
 }

@@ -23,7 +23,7 @@ fn scratch(what: &str) -> PathBuf {
 
 /// Every command, both ways, on `dir`; the streamed timeline in runs of
 /// `run` events.
-fn same_both_ways(dir: &Path, run: usize) -> TraceFiles {
+fn same_both_ways(dir: &Path, run: usize, what: &str) -> TraceFiles {
     let t = mttl_trace::read_dir(dir).unwrap();
     let mut f = TraceFiles::open(dir).unwrap();
     assert_eq!(f.info(), mttl_trace::info(&t));
@@ -38,12 +38,13 @@ fn same_both_ways(dir: &Path, run: usize) -> TraceFiles {
         mttl_trace::reconstruct_json(&t)
     );
     assert_eq!(f.check().unwrap(), mttl_trace::check(&t));
-    let tmp = scratch("spill");
+    let tmp = scratch(&format!("spill-{what}-{run}"));
     let mut out = Vec::new();
     f.timeline_in_runs(&tmp, &mut out, run).unwrap();
     assert_eq!(String::from_utf8(out).unwrap(), mttl_trace::timeline(&t));
     // The spilled runs are gone.
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+    let _ = std::fs::remove_dir_all(&tmp);
     f
 }
 
@@ -51,7 +52,7 @@ fn same_both_ways(dir: &Path, run: usize) -> TraceFiles {
 fn a_real_trace_reads_the_same_streamed_and_whole() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/heavy-threads");
     for run in [7, 1000, mttl_trace::TIMELINE_RUN] {
-        same_both_ways(&dir, run);
+        same_both_ways(&dir, run, "real");
     }
 }
 
@@ -179,13 +180,14 @@ fn pingpong(what: &str, rounds: u64, per_block: usize) -> PathBuf {
 #[test]
 fn a_synthetic_trace_reads_the_same_streamed_and_whole() {
     let dir = pingpong("same", 5_000, 300);
-    let f = same_both_ways(&dir, 1_000);
+    let f = same_both_ways(&dir, 1_000, "synthetic");
     // The skew makes raw times disagree; the offsets correct them.
     let c = mttl_trace::check(&mttl_trace::read_dir(&dir).unwrap());
     assert_eq!(c.pairs, 10_000);
     assert!(c.violations_before > 0, "{c:?}");
     assert_eq!(c.violations_after, 0, "{c:?}");
     assert!(f.peak_retained() < 3_000, "{}", f.peak_retained());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -252,4 +254,5 @@ fn the_timeline_holds_one_run_however_long_the_trace() {
         f.peak_retained()
     );
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&tmp);
 }

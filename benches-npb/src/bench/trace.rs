@@ -101,6 +101,9 @@ pub struct TraceArgs {
     /// each workload) and stop.
     #[arg(long)]
     estimate: bool,
+    /// Skip the estimate (and its untraced run of each workload).
+    #[arg(long, conflicts_with = "estimate")]
+    no_estimate: bool,
     /// Instead of the table: the size targets. The trace-heavy program
     /// (`MTTL_TRACE_LEVEL=threads`, `equalized`, `--buffer`) run long
     /// enough to write SIZE of trace (K/M/G), untraced and traced; peak
@@ -657,7 +660,9 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
         None => Default::default(),
     };
     let result = (|| {
-        estimate(&tools, &plan, &done, args.results.as_deref())?;
+        if !args.no_estimate {
+            estimate(&tools, &plan, &done, args.results.as_deref())?;
+        }
         if args.estimate {
             return Ok(());
         }
