@@ -244,7 +244,7 @@ fn method(args: &BcastArgs) -> String {
          rank's work as a sleep (units of {:?} ms), then the broadcast of {} B, timed on every rank \
          with CLOCK_MONOTONIC corrected by offsets to rank 0 (fastest of 16 invoke round trips). \
          Simulated: one GOAL schedule per call on mttl-sim, the learner fed with the simulated \
-         waits. Ratios are per repetition, medians shown.",
+         slacks (negative for a late rank) and the hop and gap mttl-sim charges. Ratios are per repetition, medians shown.",
         args.work_ms, args.bytes
     )
 }

@@ -123,15 +123,6 @@ pub(super) fn series(
         if algo == Algo::Adaptive {
             let idle: Vec<u64> = report.ranks.iter().map(|t| t.wait).collect();
             let slacks = tree_slacks(&learned, &entry, &idle, bytes, params);
-            if std::env::var_os("BCAST_DEBUG_ARR").is_some() {
-                eprintln!(
-                    "call {i} true {:?}",
-                    entry
-                        .iter()
-                        .map(|&e| ((e as f64 - entry[0] as f64) / 100.0).round() / 10.0)
-                        .collect::<Vec<_>>()
-                );
-            }
             // What a job's root measures: the data's one-way time to a
             // child, its CPU time to take it, and its own time per send.
             learned.hop_sample((one_way(params) + receive_cost(bytes, params)) as f64 * ns);

@@ -615,14 +615,6 @@ impl Learner {
         }
         if let Some(trial) = self.trial.take() {
             let margin = (UNDO_HOPS * hop).max(UNDO_NOISE * self.noise);
-            if std::env::var_os("BCAST_DEBUG").is_some() {
-                eprintln!(
-                    "judge: before {:.1} us, now {:.1} us, margin {:.1}",
-                    trial.before * 1e6,
-                    now.completion * 1e6,
-                    margin * 1e6
-                );
-            }
             if now.completion > trial.before + margin {
                 let swaps = swaps_between(table, &trial.previous);
                 *table = trial.previous;
@@ -642,28 +634,6 @@ impl Learner {
         let (_, waits_now) = model_cost(table, &now.arrival, costs);
         let margin = (ACCEPT_HOPS * hop).max(ACCEPT_NOISE * self.noise);
         let shorter = modelled < now.completion - margin;
-        if std::env::var_os("BCAST_DEBUG_ARR").is_some() {
-            eprintln!(
-                "arrivals {:?}",
-                now.arrival
-                    .iter()
-                    .map(|a| (a * 1e7).round() / 10.0)
-                    .collect::<Vec<_>>()
-            );
-        }
-        if std::env::var_os("BCAST_DEBUG").is_some() {
-            eprintln!(
-                "phase {}: hop {:.1} us, now {:.1} us, candidate {:.1} us, waits {:.1} -> {:.1}, margin {:.1}, same {}",
-                self.progress.phases + 1,
-                hop * 1e6,
-                now.completion * 1e6,
-                modelled * 1e6,
-                waits_now * 1e6,
-                waits * 1e6,
-                margin * 1e6,
-                next == *table
-            );
-        }
         let less_wait = modelled <= now.completion && waits < waits_now - 2.0 * margin;
         if next == *table || !(shorter || less_wait) {
             self.calm = Some(now.completion);

@@ -197,8 +197,8 @@ fn the_estimate_gives_back_the_arrivals_and_the_completion() {
         learner.report(r, s);
     }
     let est = learner.estimate(&table);
-    for r in 0..10 {
-        assert!((est.arrival[r] - arrival[r]).abs() < 1e-12, "rank {r}");
+    for (r, (got, want)) in est.arrival.iter().zip(arrival).enumerate() {
+        assert!((got - want).abs() < 1e-12, "rank {r}");
     }
     let c = model_completion(&table, &arrival, hop);
     assert!((est.completion - c).abs() < 1e-12);
@@ -221,7 +221,7 @@ fn the_hop_is_measured_from_the_root_s_children_that_waited() {
     learner.measure_hop(&t);
     assert!((learner.hop() - hop).abs() < 1e-12, "{}", learner.hop());
     // Smoothed: a second measurement of 50 µs gives the mean.
-    for (r, s) in modelled_slacks(&t, &vec![0.0; 16], 50e-6)
+    for (r, s) in modelled_slacks(&t, &[0.0; 16], 50e-6)
         .into_iter()
         .enumerate()
     {
