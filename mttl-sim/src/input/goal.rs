@@ -523,9 +523,13 @@ mod tests {
 
     #[test]
     fn labels_do_not_leak_between_blocks() {
-        let text = b"num_ranks 2\nrank 0 {\nl1: calc 5\n}\nrank 1 {\nl2: calc 5\nl2 requires l1\n}\n";
+        let text =
+            b"num_ranks 2\nrank 0 {\nl1: calc 5\n}\nrank 1 {\nl2: calc 5\nl2 requires l1\n}\n";
         let e = parse("t.goal".as_ref(), text).unwrap_err();
-        assert!(e.line == 7 && e.message.contains("`l1` is not defined"), "{e}");
+        assert!(
+            e.line == 7 && e.message.contains("`l1` is not defined"),
+            "{e}"
+        );
         let dup = b"num_ranks 1\nrank 0 {\nl3: calc 5\nl3: calc 6\n}\n";
         let e = parse("t.goal".as_ref(), dup).unwrap_err();
         assert!(e.message.contains("already defined on line 3"), "{e}");
