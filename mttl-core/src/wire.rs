@@ -15,7 +15,7 @@
 //! | `ATOMIC`      | region u32, addr u64, cell u32, op u8      | 17    | operands                      |
 //! | `METHOD`      | region u32, addr u64, id u64, cell u32     | 24    | encoded args                  |
 //! | `COLL`        | sequence u64, collective u8, step u8       | 10    | payload                       |
-//! | `COLL_REPORT` | site u64, root u32, wait ns u64            | 20    | -                             |
+//! | `COLL_REPORT` | site u64, root u32, slack i64 (signed)     | 20    | none, or a 16-byte echo       |
 //! | `HELLO`       | registry digest u64                        | 8     | function names                |
 //! | `HELLO_ACK`   | status u8                                  | 1     | message                       |
 //! | `EXIT`        | exit code i32                              | 4     | -                             |
