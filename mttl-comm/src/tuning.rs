@@ -16,7 +16,6 @@
 //! | [`batch_len`](CommTuning::batch_len)       | a size hint for the runtime's aggregation  | MPI |
 //! | [`combine_len`](CommTuning::combine_len)   | a size hint: header and body in one message up to it | MPI |
 //! | [`holds_received`](CommTuning::holds_received) | `probe`, or a cheaper look at what was already taken | TCP, MPI |
-//! | [`crosses_network`](CommTuning::crosses_network) | a hint: whether a rank is on another host | MPI |
 //! | [`send_finished`](CommTuning::send_finished)   | `send_done` that leaves incoming messages in the network | MPI |
 //! | [`recv_from_into`](CommTuning::recv_from_into) | `recv_from` into the caller's memory       | TCP, MPI |
 //! | [`send_bulk`](CommTuning::send_bulk)           | `send` of a message meant for `recv_from_into` | TCP, MPI |
@@ -51,21 +50,6 @@ pub trait CommTuning: Comm {
     /// call or a queue operation, the copies cost less.
     fn combine_len(&self) -> usize {
         usize::MAX
-    }
-
-    /// Whether messages to `dest` cross a network to another host, where a
-    /// large non-blocking send completes only after round trips with the
-    /// receiver (MPI's rendezvous: the receiver matches, acknowledges, and
-    /// the sender pushes the rest from its own progress calls), each of
-    /// which costs the receiver's wake-up on top of the network's latency.
-    /// A caller that would wait for such a send before sending anything
-    /// else to `dest` does better to copy the message and not wait. Within
-    /// a host the copy costs about what the transfer does, so waiting is
-    /// cheaper there. The provided version says `false` (no backend needs
-    /// to know where its ranks run).
-    fn crosses_network(&self, dest: Rank) -> bool {
-        let _ = dest;
-        false
     }
 
     /// Whether messages wait to be received, without taking one: a caller

@@ -596,18 +596,6 @@ fn self_send(c: &mut AnyComm) {
     assert_eq!(recv_any(c).data, b"two");
 }
 
-/// Every rank of a job on one machine shares its host: none is across a
-/// network (`crosses_network`), nor is a rank that does not exist.
-fn one_host_is_not_across_a_network(c: &mut AnyComm) {
-    for peer in 0..c.size() + 2 {
-        assert!(
-            !c.crosses_network(peer),
-            "rank {} sees rank {peer} across a network on one machine",
-            c.rank()
-        );
-    }
-}
-
 /// Errors name the rank and the operation; a timeout is not an error.
 fn errors_and_timeouts(c: &mut AnyComm) {
     let size = c.size();
@@ -1355,17 +1343,6 @@ macro_rules! conformance_suite {
                     &name("self_send"),
                     &[],
                     super::self_send,
-                );
-            }
-
-            #[test]
-            fn one_host_is_not_across_a_network() {
-                run_job(
-                    stringify!($backend),
-                    3,
-                    &name("one_host_is_not_across_a_network"),
-                    &[],
-                    super::one_host_is_not_across_a_network,
                 );
             }
 

@@ -145,11 +145,6 @@ impl CommTuning for AnyComm {
     }
 
     #[inline]
-    fn crosses_network(&self, dest: Rank) -> bool {
-        dispatch!(self, c => c.crosses_network(dest))
-    }
-
-    #[inline]
     fn holds_received(&mut self) -> bool {
         dispatch!(self, c => c.holds_received())
     }

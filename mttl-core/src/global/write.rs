@@ -188,10 +188,7 @@ impl<T: Pod> GlobalPtr<T> {
     /// and the calling thread may be switched out meanwhile, or just after
     /// if messages arrived, so that this rank's loop places what peers
     /// write to it (on MPI, bodies above 64 KiB leave while the thread
-    /// yields). On MPI, such a body from a thread to a rank on another host
-    /// is copied and sent as by [`nwrite_owned`](Self::nwrite_owned), and
-    /// this returns at once: there the send would complete only after
-    /// round trips with the owner.
+    /// yields).
     ///
     /// # Panics
     ///
@@ -296,9 +293,6 @@ impl<T: Pod> GlobalPtr<T> {
     /// The two writes: `WRITE_ACK`s waited for, or `WRITE`s counted for
     /// the next fence.
     pub(super) fn put(&self, data: &[T], op: &'static str, wait: bool) -> Result<(), GlobalError> {
-        if !wait && self.copies_to_leave(data) {
-            return self.try_nwrite_owned(data.to_vec());
-        }
         let begin = trace::begin();
         let r = self.put_untraced(data, op, wait);
         if begin.is_some() {
@@ -307,31 +301,6 @@ impl<T: Pod> GlobalPtr<T> {
             trace::event(kind, Some(self.node()), 0, bytes, begin);
         }
         r
-    }
-
-    /// Whether an `nwrite` of `data` from a thread is copied and left to
-    /// leave on its own ([`nwrite_owned`](Self::nwrite_owned)) rather than
-    /// waited for: a body that would leave while the thread yields
-    /// ([`leaves_while_yielding`]) to a rank across a network
-    /// ([`crosses_network`](mttl_comm::CommTuning::crosses_network)). There
-    /// the send completes only after round trips with the owner (MPI's
-    /// rendezvous), each paying the owner's wake-up and the network's
-    /// latency, and whatever the thread writes next (the flag a reader
-    /// waits for) would wait for them too; the copy costs far less. Within
-    /// a host the send completes about as fast as the copy, and the body
-    /// goes straight from the caller's memory.
-    fn copies_to_leave(&self, data: &[T]) -> bool {
-        let len = std::mem::size_of_val(data);
-        let node = self.node();
-        let mut copies = false;
-        if thread::in_thread() {
-            context::try_with(|cx| {
-                copies = node != cx.rank
-                    && leaves_while_yielding(cx, len)
-                    && cx.comm.crosses_network(node);
-            });
-        }
-        copies
     }
 
     /// [`put`](Self::put) without its trace event.

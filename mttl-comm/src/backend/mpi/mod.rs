@@ -545,12 +545,6 @@ impl CommTuning for MpiComm {
         self.combine_len
     }
 
-    /// Ranks outside this rank's shared-memory node (`MPI_Comm_split_type`
-    /// with `MPI_COMM_TYPE_SHARED`, at `init`).
-    fn crosses_network(&self, dest: Rank) -> bool {
-        self.split_to.get(dest).is_some_and(|&same| !same)
-    }
-
     fn holds_received(&mut self) -> bool {
         !self.inbox.is_empty() || self.announced.is_some()
     }
