@@ -39,7 +39,11 @@ pub(super) fn run(spec: &JobSpec) -> Result<JobOutcome, LaunchError> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let as_root = unsafe { libc::geteuid() } == 0;
     let mut command = Command::new(&mpirun);
-    command.args(mpirun_args(flavour, spec, as_root));
+    let forwarded: Vec<OsString> = super::tcp::forwarded_vars(std::env::vars_os())
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    command.args(mpirun_args(flavour, spec, as_root, &forwarded));
     command.env_remove(env::NP).env_remove(env::TAG_OUTPUT);
     let mut job = Job::new(spec.grace.max(MPIRUN_GRACE))?;
     if let Err(e) = job.start(Who::Mpirun, command, rank0_input(), false) {
@@ -88,7 +92,16 @@ pub(crate) fn flavour_from_version(text: &str) -> Option<Flavour> {
 }
 
 /// The arguments to `mpirun` for `spec` (after the command itself).
-pub(crate) fn mpirun_args(flavour: Flavour, spec: &JobSpec, as_root: bool) -> Vec<OsString> {
+///
+/// `forwarded` names the launcher's variables every rank gets too (the
+/// `MTTL_*` knobs, as on TCP): Open MPI passes only `-x` variables to ranks
+/// on other hosts, so each is named; Hydra passes the whole environment.
+pub(crate) fn mpirun_args(
+    flavour: Flavour,
+    spec: &JobSpec,
+    as_root: bool,
+    forwarded: &[OsString],
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |a: &str| args.push(OsString::from(a));
     let hosts = spec
@@ -110,6 +123,12 @@ pub(crate) fn mpirun_args(flavour: Flavour, spec: &JobSpec, as_root: bool) -> Ve
             for (name, value) in &spec.extra_env {
                 push("-x");
                 push(&format!("{name}={value}"));
+            }
+            for name in forwarded {
+                if !spec.extra_env.iter().any(|(set, _)| name == set.as_str()) {
+                    push("-x");
+                    push(&name.to_string_lossy());
+                }
             }
             if spec.tag_output {
                 push("--tag-output");
@@ -184,7 +203,7 @@ mod tests {
 
     #[test]
     fn open_mpi_arguments() {
-        let args = strings(&mpirun_args(Flavour::OpenMpi, &spec(), false));
+        let args = strings(&mpirun_args(Flavour::OpenMpi, &spec(), false, &[]));
         assert_eq!(
             args,
             [
@@ -210,7 +229,9 @@ mod tests {
             },
             HostSlot::new("b"),
         ];
-        let args = strings(&mpirun_args(Flavour::OpenMpi, &tagged, true));
+        // The launcher's knobs reach ranks on other hosts by name, once.
+        let forwarded = ["MTTL_TRACE".into(), "MTTL_STATS".into()];
+        let args = strings(&mpirun_args(Flavour::OpenMpi, &tagged, true, &forwarded));
         assert_eq!(
             args,
             [
@@ -222,6 +243,8 @@ mod tests {
                 "MTTL_BACKEND=mpi",
                 "-x",
                 "MTTL_STATS=1",
+                "-x",
+                "MTTL_TRACE",
                 "--tag-output",
                 "--host",
                 "a:2,b",
@@ -234,7 +257,12 @@ mod tests {
 
     #[test]
     fn mpich_arguments() {
-        let args = strings(&mpirun_args(Flavour::Mpich, &spec(), true));
+        let args = strings(&mpirun_args(
+            Flavour::Mpich,
+            &spec(),
+            true,
+            &["MTTL_TRACE".into()],
+        ));
         assert_eq!(
             args,
             [
@@ -262,7 +290,7 @@ mod tests {
                 slots: Some(3),
             },
         ];
-        let args = strings(&mpirun_args(Flavour::Mpich, &tagged, false));
+        let args = strings(&mpirun_args(Flavour::Mpich, &tagged, false, &[]));
         assert_eq!(
             args,
             [

@@ -365,7 +365,9 @@ fn remote_shell() -> (OsString, Vec<OsString>) {
 
 /// The launcher's variables a remote rank gets too: `MTTL_*` tuning knobs
 /// (not the per-job or launcher-only ones), `RUST_LOG`, `RUST_BACKTRACE`.
-fn forwarded_vars(vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
+pub(super) fn forwarded_vars(
+    vars: impl Iterator<Item = (OsString, OsString)>,
+) -> Vec<(OsString, OsString)> {
     let per_job = [
         env::BACKEND,
         env::RANK,
