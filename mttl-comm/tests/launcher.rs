@@ -841,6 +841,15 @@ fn the_mpi_backend_hands_over_to_open_mpi() {
     let dir = TestDir::new("ompi");
     let mpirun = fake_mpirun(&dir, "mpirun (Open MPI) 4.1.4");
     let mut command = mttlrun();
+    // Only the knob set here is forwarded by name (`-x`): not whatever this
+    // test's own environment holds.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("MTTL_") || name == "RUST_LOG" || name == "RUST_BACKTRACE" {
+            command.env_remove(&*name);
+        }
+    }
+    command.env("MTTL_SPIN_US", "7");
     command.env("MTTL_MPIRUN", &mpirun).args([
         "--backend",
         "mpi",
@@ -868,6 +877,8 @@ fn the_mpi_backend_hands_over_to_open_mpi() {
         "2",
         "-x",
         "MTTL_BACKEND=mpi",
+        "-x",
+        "MTTL_SPIN_US",
         "--tag-output",
         "--host",
         "a:2,b",
