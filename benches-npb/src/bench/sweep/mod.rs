@@ -35,7 +35,7 @@
 //!    options).
 //! 3. In its `run`: if [`jobs::SweepArgs::worker`] says this process is a
 //!    worker rank, measure and write the results
-//!    ([`jobs::mttl_program`], [`jobs::raw_mpi_worker`], or
+//!    ([`jobs::mttl_program`], `jobs::raw_mpi_worker` (feature `mpi`), or
 //!    [`jobs::write_results`]); else [`jobs::SweepArgs::sweep`] runs every
 //!    configuration's jobs and returns their runs.
 //! 4. Declare the metrics and split each run's samples into a

@@ -54,7 +54,7 @@
 //!
 //! With `--reference DIR`, NPB 3.4's own programs run in the same sweeps,
 //! and a table and `OUT/npb-sweep-reference.csv` give each configuration's
-//! ratio to them ([`reference`]).
+//! ratio to them ([`mod@reference`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
