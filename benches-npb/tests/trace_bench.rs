@@ -34,6 +34,19 @@ fn tools() -> PathBuf {
     dir
 }
 
+/// The one JSON document a successful run of `what` printed.
+fn json_of(output: &std::process::Output, what: &str) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"))
+}
+
 #[test]
 fn quick_table_has_every_column_and_reconstructed_times() {
     let tools = tools();
@@ -53,15 +66,7 @@ fn quick_table_has_every_column_and_reconstructed_times() {
         "--tools",
         tools.to_str().expect("a UTF-8 path"),
     ]));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "mttl-bench trace failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        output.status
-    );
-    let doc: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+    let doc = json_of(&output, "mttl-bench trace");
     assert_eq!(doc["benchmark"], "trace");
     let rows = doc["rows"].as_array().expect("rows");
     let names: Vec<&str> = rows.iter().filter_map(|r| r["workload"].as_str()).collect();
@@ -158,15 +163,7 @@ fn heavy_size_reaches_its_size_in_bounded_memory_with_no_violation() {
         "--tools",
         tools.to_str().expect("a UTF-8 path"),
     ]));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "mttl-bench trace --heavy-size failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        output.status
-    );
-    let doc: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{stdout}"));
+    let doc = json_of(&output, "mttl-bench trace --heavy-size");
     assert_eq!(doc["mode"], "heavy-size");
     let trace = doc["trace_bytes"].as_u64().expect("trace_bytes");
     assert!(trace >= 3 << 20, "{doc}");
