@@ -242,3 +242,44 @@ fn results_file_resumes_and_refuses_other_settings() {
     );
     let _ = std::fs::remove_file(&file);
 }
+
+#[test]
+fn without_buffer_each_workload_gets_one_that_makes_it_flush() {
+    let tools = tools();
+    let output = output_within_limit(Command::new(env!("CARGO_BIN_EXE_mttl-bench")).args([
+        "trace",
+        "--json",
+        "--no-estimate",
+        "--workloads",
+        "cg",
+        "--class",
+        "S",
+        "--ranks",
+        "2",
+        "--backends",
+        "tcp",
+        "--reps",
+        "1",
+        "--memory-buffer",
+        "64M",
+        "--event-regions",
+        "0",
+        "--tools",
+        tools.to_str().expect("a UTF-8 path"),
+    ]));
+    let doc = json_of(&output, "mttl-bench trace without --buffer");
+    assert_eq!(doc["buffer"], "auto");
+    let row = &doc["rows"][0];
+    let runs = |c: &str| row["columns"][c]["runs"].as_array().expect("runs").clone();
+    // A tenth of the largest rank's in-memory trace, in whole KiB.
+    let largest = runs("T")[0]["largest_file_bytes"]
+        .as_u64()
+        .expect("largest_file_bytes");
+    let buffer = row["buffer_bytes"].as_u64().expect("buffer_bytes");
+    assert_eq!(buffer, (largest / 10).div_ceil(1024).max(4) * 1024, "{row}");
+    // So every equalized run wrote its trace several times.
+    for c in ["T1", "T2", "T3"] {
+        let s = runs(c)[0]["suspensions"].as_u64().expect("suspensions");
+        assert!(s >= 3, "{c}: {s} suspensions with a {buffer}-byte buffer");
+    }
+}

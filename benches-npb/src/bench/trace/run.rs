@@ -84,6 +84,10 @@ pub(crate) struct Measured {
     /// Clock-condition violations left after correction, and messages
     /// without a pair.
     pub(crate) violations: Option<u64>,
+    /// The suspensions (synchronized writes) of the rank that had most.
+    pub(crate) suspensions: Option<u64>,
+    /// The largest rank's trace file, bytes.
+    pub(crate) largest_file: u64,
 }
 
 impl Measured {
@@ -98,6 +102,8 @@ impl Measured {
             "trace_bytes": self.trace_bytes,
             "reconstructed_seconds": self.reconstructed,
             "violations": self.violations,
+            "suspensions": self.suspensions,
+            "largest_file_bytes": self.largest_file,
         })
     }
 
@@ -112,6 +118,8 @@ impl Measured {
             trace_bytes: v["trace_bytes"].as_u64()?,
             reconstructed: v["reconstructed_seconds"].as_f64(),
             violations: v["violations"].as_u64(),
+            suspensions: v["suspensions"].as_u64(),
+            largest_file: v["largest_file_bytes"].as_u64().unwrap_or(0),
         })
     }
 }
@@ -287,6 +295,7 @@ impl Job {
         };
         if let Some((dir, _)) = trace {
             m.trace_bytes = dir_bytes(dir);
+            m.largest_file = largest_file(dir);
             if !analyse {
                 return Ok(m);
             }
@@ -299,6 +308,9 @@ impl Job {
                     .reduce(f64::max)
                     .map(|ns| ns / 1e9)
             });
+            m.suspensions = rec["ranks"]
+                .as_array()
+                .and_then(|ranks| ranks.iter().filter_map(|r| r["suspensions"].as_u64()).max());
             let check = self.tool(tools, "check", dir)?;
             m.violations = ["violations_after", "unmatched_sends", "unmatched_receives"]
                 .iter()
@@ -350,6 +362,20 @@ pub(crate) fn dir_bytes(dir: &Path) -> u64 {
                 .filter_map(|e| e.metadata().ok())
                 .map(|m| m.len())
                 .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// The largest file in `dir`, bytes.
+fn largest_file(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .max()
+                .unwrap_or(0)
         })
         .unwrap_or(0)
 }
