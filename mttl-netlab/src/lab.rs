@@ -514,7 +514,15 @@ fn remove_everything() -> Result<Vec<String>, LabError> {
         if !pids.is_empty() {
             removed.push(format!("{} process(es) in {ns}", pids.len()));
         }
-        sys::ip(&["netns", "del", &ns])?;
+        if let Err(e) = sys::ip(&["netns", "del", &ns]) {
+            // Another clean-up (a second `down` started by the same
+            // Ctrl-C) may have deleted it meanwhile: only a namespace that
+            // is still there is a failure.
+            if sys::namespaces()?.contains(&ns) {
+                return Err(e);
+            }
+            continue;
+        }
         removed.push(ns.clone());
     }
     if let Ok(entries) = std::fs::read_dir("/etc/netns") {
@@ -525,9 +533,10 @@ fn remove_everything() -> Result<Vec<String>, LabError> {
             }
         }
     }
-    if state_dir().exists() {
-        std::fs::remove_dir_all(state_dir()).map_err(|e| state_error(&state_dir(), e))?;
-        removed.push(STATE_DIR.into());
+    match std::fs::remove_dir_all(state_dir()) {
+        Ok(()) => removed.push(STATE_DIR.into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(state_error(&state_dir(), e)),
     }
     Ok(removed)
 }

@@ -76,3 +76,20 @@ fn down_cleans_up_after_a_killed_wire() {
         text(&refused)
     );
 }
+
+#[test]
+#[ignore = "needs root and network namespaces: cargo test -p mttl-netlab --test lab_cycle -- --ignored"]
+fn two_downs_at_once_both_succeed() {
+    // What one Ctrl-C to a terminal does to `npb-sweep --net`: its own
+    // clean-up and the lab's signal handling both run `down`.
+    let _lab = take_lab();
+    up_two_hosts();
+    let downs: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(|| netlab(&["down"])))
+        .collect();
+    for d in downs {
+        let out = d.join().expect("down ran");
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    down_leaves_nothing();
+}

@@ -15,8 +15,9 @@
 //!    and `mttl-bench rwrite` measured remote writes between the hosts;
 //! 4. the lab is down afterwards (no namespace, no state).
 //!
-//! And a sweep interrupted (`SIGINT`, as Ctrl-C sends) once its lab is up
-//! brings the lab down before it exits.
+//! And a sweep interrupted while a point runs across the lab, by `SIGINT`
+//! to its process group (Ctrl-C) or to it alone, exits with 128 + SIGINT
+//! with the lab down and the point ended.
 //!
 //! Needs root, iproute2 and Open MPI; ignored, with the reason in its
 //! attribute; `scripts/test-all` runs it as root.
@@ -176,23 +177,48 @@ fn npb_sweep_runs_cg_across_lab_hosts_and_brings_the_lab_down() {
 #[ignore = "needs root, network namespaces and Open MPI: cargo test -p mttl-netlab --all-features --test npb_sweep_net -- --ignored"]
 fn an_interrupted_sweep_brings_its_lab_down() {
     let dir = built_programs();
-    let out_dir = std::env::temp_dir().join(format!("npb-sweep-int-{}", std::process::id()));
     let lab = take_lab();
-    let mut sweep = Command::new(dir.join("npb-sweep"))
+    // Ctrl-C in a terminal: the sweep's whole process group, points included.
+    interrupt_a_running_point(&dir, true);
+    // `kill -INT` to the sweep alone: it must end the running point itself.
+    interrupt_a_running_point(&dir, false);
+    drop(lab);
+}
+
+/// Starts a sweep, sends it `SIGINT` once a point runs across the lab (to
+/// its process group when `group`, else to it alone) and checks that it
+/// exits with 128 + SIGINT, the lab down and no point left running.
+fn interrupt_a_running_point(dir: &Path, group: bool) {
+    use std::os::unix::process::CommandExt;
+    let out_dir =
+        std::env::temp_dir().join(format!("npb-sweep-int-{}-{group}", std::process::id()));
+    let npb = dir.join("npb");
+    let mut command = Command::new(dir.join("npb-sweep"));
+    command
         .args(["--net", "100base-t", "--hosts", "2", "--kernels", "cg"])
-        .args(["--classes", "A", "--reps", "1", "--settle", "0"])
+        .args([
+            "--classes",
+            "A",
+            "--reps",
+            "1",
+            "--settle",
+            "0",
+            "--no-rwrite",
+        ])
         .arg("--out")
         .arg(&out_dir)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("npb-sweep starts");
-    // Interrupt it once its lab is up (its state written).
+        .stderr(std::process::Stdio::piped());
+    if group {
+        // Its own group, as a shell's job would be.
+        command.process_group(0);
+    }
+    let mut sweep = command.spawn().expect("npb-sweep starts");
     let start = Instant::now();
-    while !Path::new("/run/mttl-netlab/state").exists() {
+    while running(&npb).is_empty() {
         assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "the lab did not come up within 2 minutes"
+            start.elapsed() < Duration::from_secs(180),
+            "no point started within 3 minutes"
         );
         assert!(
             sweep.try_wait().expect("waiting").is_none(),
@@ -200,19 +226,54 @@ fn an_interrupted_sweep_brings_its_lab_down() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: signalling the child this test started.
-    unsafe { libc::kill(sweep.id() as libc::pid_t, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(300));
+    let target = if group {
+        -(sweep.id() as libc::pid_t)
+    } else {
+        sweep.id() as libc::pid_t
+    };
+    // SAFETY: signalling the child this test started (or its own group).
+    unsafe { libc::kill(target, libc::SIGINT) };
     let out = sweep.wait_with_output().expect("npb-sweep ends");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{stderr}");
-    assert!(stderr.contains("the lab is down"), "{stderr}");
+    let how = if group { "its group" } else { "it alone" };
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGINT),
+        "SIGINT to {how}: {stderr}"
+    );
+    assert!(
+        stderr.contains("the lab is down"),
+        "SIGINT to {how}: {stderr}"
+    );
     assert!(
         lab_namespaces().is_empty() && !Path::new("/run/mttl-netlab").exists(),
-        "the lab is still up ({:?}): {stderr}\n{}",
+        "SIGINT to {how}: the lab is still up ({:?}): {stderr}\n{}",
         lab_namespaces(),
         text(&netlab(&["status"]))
     );
-    drop(lab);
+    let start = Instant::now();
+    while !running(&npb).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "SIGINT to {how}: points still running: {:?}",
+            running(&npb)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+/// The processes running `program`.
+fn running(program: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == program)
+        })
+        .collect()
 }

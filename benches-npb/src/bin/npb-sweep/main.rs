@@ -251,7 +251,11 @@ impl Config {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match sweep(&cli) {
+    let outcome = sweep(&cli);
+    if let Some(status) = net::interrupted() {
+        return ExitCode::from(status);
+    }
+    match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {

@@ -31,8 +31,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use benches_npb::bench::cpu_load;
 use mttl_netlab::lab::{host_name, pid_file};
@@ -42,6 +42,41 @@ use crate::{file_name, Point};
 
 /// Whether this process has a lab up (read by the signal thread).
 static LAB_UP: AtomicBool = AtomicBool::new(false);
+
+/// Held by whoever brings the lab down (the guard or the signal thread), so
+/// that one `mttl-netlab down` runs at a time and the other finds it done.
+static TAKING_DOWN: Mutex<()> = Mutex::new(());
+
+/// The signal that interrupted the sweep, 0 if none; set by the signal
+/// handler itself, so that it is seen before a point killed by the same
+/// Ctrl-C is reported as failed.
+static INTERRUPTED: std::sync::LazyLock<Arc<AtomicUsize>> =
+    std::sync::LazyLock::new(|| Arc::new(AtomicUsize::new(0)));
+
+/// The exit status of an interrupted sweep (128 + the signal), if a signal
+/// interrupted it; the lab is down by the time this returns.
+pub(crate) fn interrupted() -> Option<u8> {
+    match INTERRUPTED.load(Ordering::SeqCst) {
+        0 => None,
+        signal => {
+            take_down_once();
+            Some(128u8.saturating_add(signal as u8))
+        }
+    }
+}
+
+/// The `mttl-netlab` that brought the lab up.
+static NETLAB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Brings the lab down unless nobody has it up (any more).
+fn take_down_once() {
+    let _one_at_a_time = TAKING_DOWN.lock().unwrap_or_else(|e| e.into_inner());
+    if LAB_UP.swap(false, Ordering::SeqCst) {
+        if let Some(netlab) = NETLAB.get() {
+            bring_down(netlab);
+        }
+    }
+}
 
 /// The programs a point across the lab runs.
 #[derive(Debug, Clone)]
@@ -229,7 +264,6 @@ impl Measured {
 /// A lab this process brought up: dropping it brings it down (step 6).
 #[derive(Debug)]
 pub(crate) struct LabGuard {
-    netlab: PathBuf,
     wire: Option<u32>,
     /// What `check` printed.
     pub(crate) check: String,
@@ -249,9 +283,9 @@ impl LabGuard {
         out: &Path,
     ) -> Result<LabGuard, String> {
         let hosts = hosts.max(2);
+        let _ = NETLAB.set(tools.netlab.clone());
         LAB_UP.store(true, Ordering::SeqCst);
         let mut guard = LabGuard {
-            netlab: tools.netlab.clone(),
             wire: None,
             check: String::new(),
             measured: Measured::nominal(profile),
@@ -313,8 +347,7 @@ impl Drop for LabGuard {
         if let Some(pid) = self.wire {
             cpu_load::stop_counting_as_own(pid);
         }
-        bring_down(&self.netlab);
-        LAB_UP.store(false, Ordering::SeqCst);
+        take_down_once();
     }
 }
 
@@ -336,19 +369,52 @@ fn bring_down(netlab: &Path) {
     }
 }
 
+/// Passes `signal` on to this process's children (a signal sent to the
+/// sweep alone would else leave `mttl-netlab check` or a point's launcher
+/// running); their own children in the lab's hosts end with the lab.
+fn stop_children(signal: libc::c_int) {
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for pid in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
+    {
+        // /proc/PID/stat: "PID (COMM) STATE PPID ...", COMM may hold spaces.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(me) {
+            // SAFETY: signalling a child of this process.
+            unsafe { libc::kill(pid, signal) };
+        }
+    }
+}
+
 /// Step 2's signal thread: on `SIGINT`, `SIGTERM` or `SIGHUP`, brings the
-/// lab down if this process has one up, then exits with 128 + the signal.
+/// lab down if this process has one up (which also ends the point running
+/// in it, were the signal sent to this process alone), then exits with
+/// 128 + the signal. The main thread, finding its point killed by the same
+/// Ctrl-C, exits the same way ([`interrupted`]).
 pub(crate) fn bring_down_on_signal(netlab: &Path) -> Result<(), String> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register_usize(signal, Arc::clone(&INTERRUPTED), signal as usize)
+            .map_err(|e| format!("cannot catch Ctrl-C: {e}"))?;
+    }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
         .map_err(|e| format!("cannot catch Ctrl-C: {e}"))?;
-    let netlab = Arc::new(netlab.to_path_buf());
+    let _ = NETLAB.set(netlab.to_path_buf());
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
             eprintln!("\nnpb-sweep: interrupted (signal {signal})");
-            if LAB_UP.load(Ordering::SeqCst) {
-                bring_down(&netlab);
-            }
+            stop_children(signal as libc::c_int);
+            take_down_once();
             std::process::exit(128 + signal);
         }
     });
