@@ -252,6 +252,7 @@ impl Config {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = sweep(&cli);
+    #[cfg(target_os = "linux")]
     if let Some(status) = net::interrupted() {
         return ExitCode::from(status);
     }
