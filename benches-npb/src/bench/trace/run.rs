@@ -353,31 +353,27 @@ fn result_doc(stdout: &str, what: Workload) -> Option<Value> {
     })
 }
 
-/// The bytes of the files in `dir`.
-pub(crate) fn dir_bytes(dir: &Path) -> u64 {
+/// The sizes of the files in `dir`, bytes (none if it cannot be read).
+fn file_sizes(dir: &Path) -> Vec<u64> {
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
                 .filter_map(|e| e.metadata().ok())
                 .map(|m| m.len())
-                .sum()
+                .collect()
         })
-        .unwrap_or(0)
+        .unwrap_or_default()
+}
+
+/// The bytes of the files in `dir`.
+pub(crate) fn dir_bytes(dir: &Path) -> u64 {
+    file_sizes(dir).iter().sum()
 }
 
 /// The largest file in `dir`, bytes.
 fn largest_file(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter_map(|e| e.metadata().ok())
-                .map(|m| m.len())
-                .max()
-                .unwrap_or(0)
-        })
-        .unwrap_or(0)
+    file_sizes(dir).into_iter().max().unwrap_or(0)
 }
 
 /// Whether a `wait4` status is an exit with status 0.
