@@ -91,8 +91,9 @@ pub struct TraceArgs {
     /// Matrix size and products of matmul [default: 768,20; 128,4 with --quick].
     #[arg(long, value_delimiter = ',')]
     matmul: Option<Vec<u64>>,
-    /// Iterations and calls per iteration of heavy
-    /// [default: 40000,256; 200,16 with --quick].
+    /// Iterations and calls per iteration of heavy [default: 4000,256
+    /// (about 80 MiB of trace per rank, 30 s a run on 2 TCP ranks here);
+    /// 200,16 with --quick]; `--heavy-size` makes the GiB-sized traces.
     #[arg(long, value_delimiter = ',')]
     heavy: Option<Vec<u64>>,
     /// Regions opened and closed to measure the recording cost of one event
@@ -286,7 +287,7 @@ fn plan(args: &TraceArgs) -> Result<Plan, BenchError> {
             ))),
         };
     let [mm_n, mm_iters] = pair(&args.matmul, "matmul", [768, 20], [128, 4])?;
-    let [heavy_iters, heavy_per] = pair(&args.heavy, "heavy", [40_000, 256], [200, 16])?;
+    let [heavy_iters, heavy_per] = pair(&args.heavy, "heavy", [4_000, 256], [200, 16])?;
     let pingpong_iters = args
         .pingpong_iters
         .unwrap_or(if q { 20_000 } else { 1_000_000 });
