@@ -205,11 +205,6 @@ impl Column {
     fn reconstructs(self) -> bool {
         !matches!(self, Column::Untraced | Column::Memory | Column::Control)
     }
-
-    /// Whether it traces into the flushing buffer (the reconstructed ones).
-    fn flushes(self) -> bool {
-        self.reconstructs()
-    }
 }
 
 /// The settled options.
@@ -720,15 +715,16 @@ pub fn run(args: TraceArgs) -> Result<(), BenchError> {
                     order.reverse();
                 }
                 for c in order {
-                    let buffer_text = buffer.map_or_else(String::new, |b| b.to_string());
-                    let tracing = plan.tracing(c, &buffer_text);
-                    if buffer.is_none() && c.flushes() {
+                    // The reconstructed columns are the flushing ones.
+                    if buffer.is_none() && c.reconstructs() {
                         return Err(BenchError::Usage(format!(
                             "{}: no buffer chosen before {} (the in-memory run comes first)",
                             job.key(),
                             c.name()
                         )));
                     }
+                    let buffer_text = buffer.map_or_else(String::new, |b| b.to_string());
+                    let tracing = plan.tracing(c, &buffer_text);
                     let trace_dir = dir.join("trace");
                     let m = job.measure(
                         &tools,
